@@ -1,0 +1,35 @@
+"""gpclass: Gaussian-process classification in JAX.
+
+The public API is what this module re-exports::
+
+    import gpclass as gpc
+    kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+    posterior = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+    p = gpc.predict(posterior, X_test)
+"""
+
+from . import datasets, kernels, likelihoods, metrics, priors
+from .fit import FitResult, fit
+from .inference import AbstractInference, GaussianPosterior, Laplace, SolverInfo, infer
+from .likelihoods import mackay_probability
+from .predict import predict, predict_latent
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AbstractInference",
+    "FitResult",
+    "GaussianPosterior",
+    "Laplace",
+    "SolverInfo",
+    "datasets",
+    "fit",
+    "infer",
+    "kernels",
+    "likelihoods",
+    "mackay_probability",
+    "metrics",
+    "predict",
+    "predict_latent",
+    "priors",
+]

@@ -1,0 +1,52 @@
+"""The stable factorisation of GPML section 3.4.3.
+
+Every Gaussian approximation in gpclass has the form q(f) = N(m, (K^-1 + W)^-1)
+with a non-negative diagonal W (Laplace: W = -grad grad log p(y|f); EP: the site
+precisions tau~).  Inverting K or W is avoided by factorising
+
+    B = I + W^1/2 K W^1/2 = L L^T          (GPML eq. 3.26)
+
+whose eigenvalues lie in [1, 1 + n max_ij(K_ij) max_i(W_i) / 4].
+"""
+
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+
+from ._types import Array, Float
+
+
+def factor_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"]) -> Float[Array, "n n"]:
+    """Lower Cholesky factor L of B = I + W^1/2 K W^1/2 (GPML eq. 3.26)."""
+    n = K.shape[0]
+    B = jnp.eye(n, dtype=K.dtype) + sqrt_w[:, None] * K * sqrt_w[None, :]
+    return jnp.linalg.cholesky(B)
+
+
+def half_log_det(L: Float[Array, "n n"]) -> Float[Array, ""]:
+    """1/2 log|B| = sum_i log L_ii (GPML eq. 3.32, last term)."""
+    return jnp.sum(jnp.log(jnp.diagonal(L)))
+
+
+def solve_b(L: Float[Array, "n n"], v: Array) -> Array:
+    """B^-1 v from the Cholesky factor of B."""
+    return jsl.cho_solve((L, True), v)
+
+
+def solve_i_plus_wk(
+    K: Float[Array, "n n"], sqrt_w: Float[Array, " n"], L: Float[Array, "n n"], v: Float[Array, " n"]
+) -> Float[Array, " n"]:
+    """(I + W K)^-1 v = v - W^1/2 B^-1 W^1/2 K v, without inverting K or W.
+
+    With v = W f + grad log p(y|f) this is the Newton update a = K^-1 f_new of
+    GPML Algorithm 3.1 (lines 6-7, eq. 3.18 rewritten with eq. 3.27); with v a
+    cotangent it is the adjoint solve of the implicit function theorem at the mode.
+    """
+    return v - sqrt_w * solve_b(L, sqrt_w * (K @ v))
+
+
+def latent_variance_reduction(
+    L: Float[Array, "n n"], sqrt_w: Float[Array, " n"], K_cross: Float[Array, "m n"]
+) -> Float[Array, " m"]:
+    """k*^T (K + W^-1)^-1 k* = |L^-1 W^1/2 k*|^2 (GPML Algorithm 3.2, lines 5-6)."""
+    v = jsl.solve_triangular(L, sqrt_w[:, None] * K_cross.T, lower=True)
+    return jnp.sum(v**2, axis=0)

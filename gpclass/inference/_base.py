@@ -1,0 +1,27 @@
+"""The inference-method protocol."""
+
+import abc
+
+import equinox as eqx
+
+from .._types import Array, Float
+from ..likelihoods import AbstractLikelihood
+
+
+class AbstractInference(eqx.Module):
+    """An immutable configuration of an approximate inference method.
+
+    ``solve`` works on a covariance matrix and never sees the kernel that made it.
+    It returns the fields of a :class:`GaussianPosterior` other than the
+    kernel, likelihood and inputs, as a dict.
+    """
+
+    @abc.abstractmethod
+    def solve(
+        self,
+        K: Float[Array, "n n"],
+        likelihood: AbstractLikelihood,
+        y: Float[Array, " n"],
+        init: Float[Array, " n"] | None,
+    ) -> dict:
+        """Approximate the posterior for prior covariance K, labels y in {-1, +1}."""

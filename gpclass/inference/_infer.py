@@ -1,0 +1,44 @@
+"""The single entry point shared by every inference method."""
+
+from .._validation import check_binary_labels, check_inputs
+from ..kernels import AbstractKernel
+from ..likelihoods import AbstractLikelihood
+from ._base import AbstractInference
+from ._posterior import GaussianPosterior
+
+
+def infer(
+    method: AbstractInference,
+    kernel: AbstractKernel,
+    likelihood: AbstractLikelihood,
+    X,
+    y,
+    *,
+    init=None,
+) -> GaussianPosterior:
+    """Approximate the posterior over latent values for training data (X, y).
+
+    Args:
+        method: an inference configuration such as ``gpc.Laplace()``.
+        kernel: the prior covariance function.
+        likelihood: ``gpc.likelihoods.Logistic()`` or ``Probit()``.
+        X: inputs of shape (n, d), finite.
+        y: labels of shape (n,) in {-1, +1}; {0, 1} and booleans are accepted
+            (0 / False mean -1).
+        init: an optional warm start for the method (for Laplace the vector
+            a = K^-1 f of an earlier solution, ``posterior.alpha``); an explicit
+            argument, never hidden state.
+
+    Returns:
+        A :class:`GaussianPosterior`; ``.log_marginal`` is differentiable with
+        respect to the kernel and likelihood parameters.
+    """
+    X = check_inputs(X)
+    y = check_binary_labels(y, X.shape[0], X.dtype)
+    return solve_posterior(method, kernel, likelihood, X, y, init)
+
+
+def solve_posterior(method, kernel, likelihood, X, y, init) -> GaussianPosterior:
+    """:func:`infer` for inputs already checked: X (n, d) finite, y in {-1, +1}."""
+    fields = method.solve(kernel.gram(X), likelihood, y, init)
+    return GaussianPosterior(kernel=kernel, likelihood=likelihood, X=X, **fields)

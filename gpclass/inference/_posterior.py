@@ -1,0 +1,36 @@
+"""The Gaussian posterior form every approximate inference method returns."""
+
+import equinox as eqx
+
+from .._types import Array, Bool, Float, Int
+from ..kernels import AbstractKernel
+from ..likelihoods import AbstractLikelihood
+
+
+class SolverInfo(eqx.Module):
+    """Diagnostics of the inner solver: steps taken and whether the tolerance was met."""
+
+    num_steps: Int[Array, ""]
+    converged: Bool[Array, ""]
+
+
+class GaussianPosterior(eqx.Module):
+    """q(f|X, y) = N(mean, (K^-1 + W)^-1) in GPML's {alpha, sW, L} form.
+
+    Predictions at test inputs (GPML Algorithm 3.2 / 3.6) need only
+    ``alpha`` (E[f*] = k*^T alpha), ``sqrt_w`` and ``chol`` (the Cholesky factor
+    of B = I + W^1/2 K W^1/2: V[f*] = k** - |L^-1 W^1/2 k*|^2).  Laplace gives
+    alpha = grad log p(y|f^) and W = -grad grad log p(y|f^); EP gives the site
+    parameters.  ``log_marginal`` is the method's approximation to
+    log p(y|X, theta), differentiable with respect to the kernel and likelihood.
+    """
+
+    kernel: AbstractKernel
+    likelihood: AbstractLikelihood
+    X: Float[Array, "n d"]
+    alpha: Float[Array, " n"]
+    sqrt_w: Float[Array, " n"]
+    chol: Float[Array, "n n"]
+    mean: Float[Array, " n"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo

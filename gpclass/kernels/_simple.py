@@ -1,0 +1,58 @@
+"""Linear, constant (bias) and white-noise (jitter) kernels."""
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from .._types import Array, Float
+from ._base import AbstractKernel, positive
+
+
+class Linear(AbstractKernel):
+    """k(x, x') = variance * x . x'  (GPML eq. 4.22, covLINiso with variance = 1/l^2)."""
+
+    variance: Float[Array, ""] = eqx.field(converter=positive, default=1.0)
+
+    def evaluate(self, x1, x2):
+        return self.variance * jnp.dot(x1, x2)
+
+    def gram(self, X1, X2=None):
+        X2 = X1 if X2 is None else X2
+        return self.variance * (X1 @ X2.T)
+
+
+class Constant(AbstractKernel):
+    """k(x, x') = variance: a bias on the latent function (Gibbs & MacKay's theta2)."""
+
+    variance: Float[Array, ""] = eqx.field(converter=positive, default=1.0)
+
+    def evaluate(self, x1, x2):
+        return self.variance * jnp.ones((), dtype=jnp.result_type(x1))
+
+    def gram(self, X1, X2=None):
+        X2 = X1 if X2 is None else X2
+        return jnp.full((X1.shape[0], X2.shape[0]), self.variance, dtype=X1.dtype)
+
+
+class White(AbstractKernel):
+    """Independent latent noise / jitter: k = variance * delta_ij.
+
+    The delta is on the *index* of a training case, not on equality of inputs:
+    ``gram(X)`` adds ``variance * I`` and ``gram(X_test, X)`` is zero, so two
+    training cases at the same input still get independent noise.  ``diag``
+    returns ``variance``: a test latent carries the same noise (Gibbs & MacKay's
+    J delta, Kim & Ghahramani's v2 delta).
+    """
+
+    variance: Float[Array, ""] = eqx.field(converter=positive, default=1.0)
+
+    def evaluate(self, x1, x2):
+        # Pairwise evaluation cannot see indices; it follows the test-time convention.
+        return jnp.where(jnp.all(x1 == x2), self.variance, 0.0)
+
+    def gram(self, X1, X2=None):
+        if X2 is None:
+            return self.variance * jnp.eye(X1.shape[0], dtype=X1.dtype)
+        return jnp.zeros((X1.shape[0], X2.shape[0]), dtype=X1.dtype)
+
+    def diag(self, X):
+        return jnp.broadcast_to(self.variance, X.shape[:1]).astype(X.dtype)

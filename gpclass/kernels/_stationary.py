@@ -1,0 +1,37 @@
+"""Stationary kernels."""
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from .._types import Array, Float
+from ._base import AbstractKernel, positive
+
+
+class SquaredExponential(AbstractKernel):
+    """k(x, x') = variance * exp(-|x - x'|^2 / (2 lengthscale^2))  (GPML eq. 2.16).
+
+    ``lengthscale`` is a scalar (isotropic) or has shape (d,) for automatic
+    relevance determination (one length scale per input dimension, GPML eq. 5.1).
+    """
+
+    variance: Float[Array, ""] = eqx.field(converter=positive, default=1.0)
+    lengthscale: Float[Array, "*d"] = eqx.field(converter=positive, default=1.0)
+
+    def evaluate(self, x1, x2):
+        r = (x1 - x2) / self.lengthscale
+        return self.variance * jnp.exp(-0.5 * jnp.sum(r**2))
+
+    def gram(self, X1, X2=None):
+        # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b through one matrix product: O(n m d)
+        # time and O(n m) memory, where vmapping `evaluate` would materialise n m d.
+        A = X1 / self.lengthscale
+        B = A if X2 is None else X2 / self.lengthscale
+        sq = jnp.sum(A**2, axis=1)[:, None] + jnp.sum(B**2, axis=1)[None, :] - 2.0 * A @ B.T
+        # Rounding can leave tiny negative squared distances; distances are >= 0 exactly.
+        sq = jnp.maximum(sq, 0.0)
+        if X2 is None:
+            sq = sq * (1.0 - jnp.eye(sq.shape[0], dtype=sq.dtype))
+        return self.variance * jnp.exp(-0.5 * sq)
+
+    def diag(self, X):
+        return jnp.broadcast_to(self.variance, X.shape[:1]).astype(X.dtype)

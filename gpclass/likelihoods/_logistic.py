@@ -1,0 +1,62 @@
+"""The logistic likelihood and its Gaussian average."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import ndtr
+
+from ._base import AbstractLikelihood
+
+# Gauss-Hermite rule (probabilists' weight exp(-z^2/2)) for small latent variance.
+_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(64)
+_GH_WEIGHTS = _GH_WEIGHTS / np.sqrt(2.0 * np.pi)
+# Trapezoid rule over the logistic density for large latent variance.
+_T_STEP = 0.2
+_T_NODES = np.arange(-40.0, 40.0 + _T_STEP / 2, _T_STEP)
+_SWITCH_STD = 1.0
+
+
+class Logistic(AbstractLikelihood):
+    """p(y|f) = sigma(y f) = 1 / (1 + exp(-y f))  (GPML eq. 3.2).
+
+    ``log_prob`` is ``log_sigmoid`` (= -softplus(-y f)), finite for any f.
+    """
+
+    def log_prob(self, y, f):
+        return jax.nn.log_sigmoid(y * f)
+
+    def predictive_probability(self, mean, var):
+        """int sigma(f) N(f|mean, var) df to ~1e-12 for every variance (GPML eq. 3.25).
+
+        A fixed 20-40 node Gauss-Hermite rule in f is off by percents once the
+        latent standard deviation s reaches tens (the sigmoid becomes a step
+        on the scale of the nodes).  Two rules cover all s:
+
+        * s <= 1: 64-node Gauss-Hermite in z = (f - mean)/s; the integrand is
+          analytic in a strip of half-width pi/s >= pi, so the rule is exact to
+          rounding.
+        * s > 1: write sigma(f) = P(T < f) with T standard logistic, so the
+          average is E_T[Phi((mean - T)/s)]; the trapezoid rule in T with step
+          0.2 on [-40, 40] weighted by the logistic density converges
+          geometrically (poles of the density at +-i pi) and the truncated mass
+          is 4e-18.
+        """
+        mean = jnp.asarray(mean)
+        std = jnp.sqrt(var)
+        small = _gauss_hermite_average(mean, std)
+        large = _logistic_mixture_average(mean, jnp.maximum(std, _SWITCH_STD))
+        return jnp.where(std <= _SWITCH_STD, small, large)
+
+
+def _gauss_hermite_average(mean, std):
+    nodes = jnp.asarray(_GH_NODES, dtype=mean.dtype)
+    weights = jnp.asarray(_GH_WEIGHTS, dtype=mean.dtype)
+    f = mean[..., None] + std[..., None] * nodes
+    return jnp.sum(weights * jax.nn.sigmoid(f), axis=-1)
+
+
+def _logistic_mixture_average(mean, std):
+    t = jnp.asarray(_T_NODES, dtype=mean.dtype)
+    density = jax.nn.sigmoid(t) * jax.nn.sigmoid(-t)
+    cdf = ndtr((mean[..., None] - t) / std[..., None])
+    return _T_STEP * jnp.sum(density * cdf, axis=-1)

@@ -1,0 +1,16 @@
+"""Log densities of hyperpriors for :func:`gpclass.fit`'s ``log_prior``."""
+
+import jax.numpy as jnp
+from jax.scipy.special import gammaln
+
+
+def log_gamma(x, shape, rate):
+    """Sum of log Gamma(x | shape, rate) = shape log rate - log Gamma(shape) + (shape - 1) log x - rate x.
+
+    Gibbs & MacKay (2000, section 5) put gamma priors on the length scales and
+    signal variance.  Note that :func:`gpclass.fit` optimises log parameters
+    and adds this density as given (a MAP estimate for the parameter with
+    this prior, not for its logarithm).
+    """
+    x = jnp.asarray(x)
+    return jnp.sum(shape * jnp.log(rate) - gammaln(shape) + (shape - 1.0) * jnp.log(x) - rate * x)
