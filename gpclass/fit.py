@@ -8,6 +8,7 @@ converged inner solution.  The optimiser runs inside ``lax.while_loop``, so
 the whole fit is one jit-compiled call that also works under ``jax.vmap``.
 """
 
+import dataclasses
 from collections.abc import Callable
 
 import equinox as eqx
@@ -30,8 +31,9 @@ class FitResult(eqx.Module):
     ``history[i]`` is the objective (log marginal likelihood plus log prior)
     after step i + 1; entries past ``num_steps`` are NaN (steps not taken).
     ``converged`` means the largest gradient component with respect to the log
-    hyperparameters fell below ``gtol``; a fit that stopped because the
-    objective stalled, or that ran out of steps, has ``converged = False``.
+    hyperparameters fell below ``gtol`` at a converged inner solution; a fit
+    that stopped because the objective stalled, or that ran out of steps, has
+    ``converged = False``.
     """
 
     kernel: AbstractKernel
@@ -89,17 +91,21 @@ def fit(
     if not jax.tree.leaves(params):
         raise ValueError("fit: the kernel and likelihood have no floating-point parameters to fit.")
     log_params = jax.tree.map(jnp.log, params)
+    # Line searches probe extreme hyperparameters where the inner solver may fail;
+    # there the objective is -inf (an infeasible point the line search backs off
+    # from) instead of an exception.  The returned posterior reports convergence.
+    inner = dataclasses.replace(method, throw=False)
 
     def build(log_params):
         return eqx.combine(jax.tree.map(jnp.exp, log_params), static)
 
     def negative_objective(log_params, init):
         kernel, likelihood = build(log_params)
-        posterior = solve_posterior(method, kernel, likelihood, X, y, init if warm_start else None)
+        posterior = solve_posterior(inner, kernel, likelihood, X, y, init if warm_start else None)
         value = posterior.log_marginal
         if log_prior is not None:
             value = value + log_prior(kernel, likelihood)
-        return -value, posterior
+        return jnp.where(posterior.info.converged, -value, jnp.inf), posterior
 
     value_and_grad = jax.value_and_grad(negative_objective, has_aux=True)
     optimizer = optax.with_extra_args_support(optax.lbfgs() if optimizer is None else optimizer)
@@ -144,5 +150,5 @@ def fit(
         history=history,
         num_steps=jnp.asarray(num_steps),
         grad_norm=grad_norm,
-        converged=grad_norm <= gtol,
+        converged=(grad_norm <= gtol) & posterior.info.converged,
     )

@@ -13,8 +13,12 @@ class AbstractInference(eqx.Module):
 
     ``solve`` works on a covariance matrix and never sees the kernel that made it.
     It returns the fields of a :class:`GaussianPosterior` other than the
-    kernel, likelihood and inputs, as a dict.
+    kernel, likelihood and inputs, as a dict.  Every method has a static
+    ``throw`` field: raise on non-convergence (True) or only report it in
+    ``posterior.info`` (False).
     """
+
+    throw: eqx.AbstractVar[bool]
 
     @abc.abstractmethod
     def solve(

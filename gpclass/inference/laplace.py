@@ -26,10 +26,10 @@ class Laplace(AbstractInference):
     """Laplace approximation q(f) = N(f^, (K^-1 + W)^-1) at the posterior mode f^.
 
     Attributes:
-        rtol: stop when an accepted Newton step changes f by at most
-            ``rtol * (1 + max|f|)`` in every component.  Newton converges
-            quadratically, so the mode returned after that step is accurate
-            to about rtol^2.  ``None`` means sqrt(machine epsilon) of the
+        rtol: stop when the full Newton step changes f by at most
+            ``rtol * (1 + max|f|)`` in every component (that step is then
+            taken).  Newton converges quadratically, so the returned mode is
+            accurate to about rtol^2 relative.  ``None`` means sqrt(machine epsilon) of the
             data's dtype (1.5e-8 in float64, 3.5e-4 in float32).
         max_steps: largest number of Newton steps.
         max_halvings: largest number of step halvings within one Newton step.
@@ -85,13 +85,21 @@ def _better_start(K, likelihood, y, a_init):
     return jnp.where(psi_init > psi_zero, a_init, jnp.zeros_like(a_init))
 
 
-def _newton_step(K, likelihood, y, a, f):
-    """The Newton direction in a (GPML Algorithm 3.1 lines 4-7)."""
-    _, grad, W = likelihood.derivatives(y, f)
+def _newton_direction(K, likelihood, y, a, f):
+    """The Newton direction in a (GPML Algorithm 3.1 lines 4-7) and the rounding level of Psi at a.
+
+    Psi = log p(y|K a) - 1/2 a^T K a is computed with an absolute rounding error
+    of about eps (sum |log p| + sum (|grad| + |a|) |K| |a|); for stiff kernels
+    (large K entries) this dwarfs eps |Psi| and decides which changes of Psi
+    the step-length test can trust.
+    """
+    log_lik, grad, W = likelihood.derivatives(y, f)
     sqrt_w = jnp.sqrt(W)
     L = factor_b(K, sqrt_w)
     a_new = solve_i_plus_wk(K, sqrt_w, L, W * f + grad)
-    return a_new - a
+    scale = jnp.abs(K) @ jnp.abs(a)
+    noise = jnp.finfo(K.dtype).eps * (jnp.sum(jnp.abs(log_lik)) + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * scale))
+    return a_new - a, noise
 
 
 def _newton(method: Laplace, K, likelihood, y, a0):
@@ -100,34 +108,36 @@ def _newton(method: Laplace, K, likelihood, y, a0):
     rtol = jnp.sqrt(eps) if method.rtol is None else method.rtol
     psi0, f0 = _psi(K, likelihood, y, a0)
 
-    def acceptable(psi_t, psi):
-        # Psi must not decrease beyond rounding: near the mode a Newton step of
-        # size delta changes Psi by O(delta^2), below what Psi can resolve.
-        return psi_t >= psi - 8.0 * eps * (1.0 + jnp.abs(psi))
+    def acceptable(psi_t, psi, noise):
+        # Psi must not decrease beyond its rounding level: near the mode a Newton
+        # step of size delta changes Psi by O(delta^2), below what Psi resolves.
+        return psi_t >= psi - 8.0 * (noise + eps * jnp.abs(psi))
 
     def halve(state):
-        t, _, _, k, da, a, psi = state
+        t, _, _, k, da, a, psi, noise = state
         t = 0.5 * t
         psi_t, f_t = _psi(K, likelihood, y, a + t * da)
-        return t, psi_t, f_t, k + 1, da, a, psi
+        return t, psi_t, f_t, k + 1, da, a, psi, noise
 
     def step(state):
         a, f, psi, i, _, _ = state
-        da = _newton_step(K, likelihood, y, a, f)
+        da, noise = _newton_direction(K, likelihood, y, a, f)
         psi_t, f_t = _psi(K, likelihood, y, a + da)
-        # Step halving: the Newton direction ascends Psi (concave for log-concave
-        # likelihoods), so some t in {1, 1/2, 1/4, ...} increases it.
-        t, psi_t, f_t, _, _, _, _ = lax.while_loop(
-            lambda s: ~acceptable(s[1], s[6]) & (s[3] < method.max_halvings),
-            halve,
-            (jnp.ones((), a.dtype), psi_t, f_t, 0, da, a, psi),
-        )
-        accepted = acceptable(psi_t, psi)
+        # Converged when the full Newton step is small (then it is taken whatever
+        # Psi says, as Psi cannot resolve such a step); otherwise halve the step
+        # until Psi does not decrease: the Newton direction ascends Psi (concave
+        # for log-concave likelihoods), so some t in {1, 1/2, 1/4, ...} works.
         small = jnp.max(jnp.abs(f_t - f)) <= rtol * (1.0 + jnp.max(jnp.abs(f_t)))
+        t, psi_t, f_t, *_ = lax.while_loop(
+            lambda s: ~small & ~acceptable(s[1], s[6], s[7]) & (s[3] < method.max_halvings),
+            halve,
+            (jnp.ones((), a.dtype), psi_t, f_t, 0, da, a, psi, noise),
+        )
+        accepted = small | acceptable(psi_t, psi, noise)
         a_next = jnp.where(accepted, a + t * da, a)
         f_next = jnp.where(accepted, f_t, f)
         psi_next = jnp.where(accepted, psi_t, psi)
-        converged = accepted & small & jnp.isfinite(psi_t)
+        converged = small & jnp.isfinite(psi_t)
         # A step that cannot be accepted at any length ends the iterations unconverged.
         return a_next, f_next, psi_next, i + 1, converged | ~accepted, converged
 

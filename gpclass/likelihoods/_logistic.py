@@ -25,6 +25,11 @@ class Logistic(AbstractLikelihood):
     def log_prob(self, y, f):
         return jax.nn.log_sigmoid(y * f)
 
+    def derivatives(self, y, f):
+        """GPML eqs. 3.15-3.16 written without cancellation: d log p = y sigma(-y f), W = sigma(f) sigma(-f)."""
+        z = y * f
+        return jax.nn.log_sigmoid(z), y * jax.nn.sigmoid(-z), jax.nn.sigmoid(z) * jax.nn.sigmoid(-z)
+
     def predictive_probability(self, mean, var):
         """int sigma(f) N(f|mean, var) df to ~1e-12 for every variance (GPML eq. 3.25).
 

@@ -2,6 +2,7 @@
 
 import jax.numpy as jnp
 from jax.scipy.special import log_ndtr, ndtr
+from jax.scipy.stats import norm
 
 from ._base import AbstractLikelihood
 
@@ -9,13 +10,26 @@ from ._base import AbstractLikelihood
 class Probit(AbstractLikelihood):
     """p(y|f) = Phi(y f)  (GPML eq. 3.4 with the cumulative Gaussian).
 
-    ``log_ndtr`` keeps log Phi(z) finite for very negative z (its asymptotic
-    series), and its derivative phi(z)/Phi(z) is computed in log space, so the
-    gradient and W stay accurate deep in the tail.
+    log Phi(z) uses ``log_ndtr`` (an asymptotic series keeps it finite for very
+    negative z) and log1p(-Phi(-z)) for z > 0, which keeps full relative
+    accuracy where log Phi(z) is tiny.  The ratio phi(z)/Phi(z) is formed in
+    log space, so the derivatives stay accurate deep in both tails.
     """
 
     def log_prob(self, y, f):
-        return log_ndtr(y * f)
+        z = y * f
+        positive = z > 0
+        # Each branch sees only arguments where it is finite, so gradients stay finite too.
+        upper = jnp.log1p(-ndtr(-jnp.where(positive, z, 1.0)))
+        lower = log_ndtr(jnp.where(positive, -1.0, z))
+        return jnp.where(positive, upper, lower)
+
+    def derivatives(self, y, f):
+        """GPML Table 3.1: d log p = y r, W = r (z + r) with z = y f and r = phi(z) / Phi(z)."""
+        z = y * f
+        log_p = self.log_prob(y, f)
+        r = jnp.exp(norm.logpdf(z) - log_p)
+        return log_p, y * r, r * (z + r)
 
     def predictive_probability(self, mean, var):
         """Exact: int Phi(f) N(f|mean, var) df = Phi(mean / sqrt(1 + var))  (GPML eq. 3.82)."""

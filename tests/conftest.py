@@ -1,0 +1,45 @@
+"""Tests run in float64 (enabled here, never inside the library)."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import gpclass as gpc  # noqa: E402
+
+# Tolerances keyed by dtype (tinygp's convention).
+TOL = {np.dtype("float32"): 5e-4, np.dtype("float64"): 5e-7}
+
+
+@pytest.fixture(scope="session")
+def ionosphere_small():
+    """60 standardised Ionosphere cases (a real, small problem)."""
+    X, y = gpc.datasets.load("ionosphere")
+    rng = np.random.default_rng(1)
+    idx = rng.permutation(len(y))[:60]
+    return gpc.datasets.standardize(X[idx]), y[idx]
+
+
+@pytest.fixture(scope="session")
+def pima_small():
+    """60 standardised Pima cases."""
+    X, y = gpc.datasets.load("pima")
+    rng = np.random.default_rng(2)
+    idx = rng.permutation(len(y))[:60]
+    return gpc.datasets.standardize(X[idx]), y[idx]
+
+
+def toy_data(n=30, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.where(X[:, 0] + 0.5 * np.sin(3 * X[:, 1]) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return X, y
+
+
+# Shared compiled entry points: one compilation per (shapes, method, likelihood) across the suite.
+import equinox as eqx  # noqa: E402
+
+infer_jit = eqx.filter_jit(gpc.infer)
+predict_jit = eqx.filter_jit(gpc.predict)

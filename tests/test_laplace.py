@@ -1,0 +1,317 @@
+"""Binary Laplace: the mode, the evidence, its gradient and predictions against independent truths."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import optimize, special, stats
+from sklearn.gaussian_process import GaussianProcessClassifier
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+
+import gpclass as gpc
+from conftest import infer_jit, predict_jit, toy_data
+
+LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
+LIKELIHOODS = pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
+
+
+def se_kernel(log_variance, log_lengthscale):
+    return gpc.kernels.SquaredExponential(variance=jnp.exp(log_variance), lengthscale=jnp.exp(log_lengthscale))
+
+
+@jax.jit
+def log_marginal(log_variance, log_lengthscale, lik, X, y):
+    return gpc.infer(gpc.Laplace(), se_kernel(log_variance, log_lengthscale), lik, X, y).log_marginal
+
+
+log_marginal_and_grad = jax.jit(jax.value_and_grad(log_marginal, argnums=(0, 1)))
+
+
+@jax.jit
+def posterior(log_variance, log_lengthscale, lik, X, y):
+    return gpc.infer(gpc.Laplace(), se_kernel(log_variance, log_lengthscale), lik, X, y)
+
+
+# --- dense references written from the definitions, in numpy -------------------------------------
+
+
+def np_derivatives(lik, y, f):
+    z = y * f
+    if lik is LOGISTIC:
+        return -np.logaddexp(0, -z), y * special.expit(-z), special.expit(z) * special.expit(-z)
+    r = np.exp(stats.norm.logpdf(z) - special.log_ndtr(z))
+    return special.log_ndtr(z), y * r, r * (z + r)
+
+
+def np_se(X1, X2, variance, lengthscale):
+    d = (X1[:, None, :] - X2[None, :, :]) / lengthscale
+    return variance * np.exp(-0.5 * np.sum(d**2, -1))
+
+
+def generic_mode(K, lik, y):
+    """argmax_f log p(y|f) + log N(f|0, K) by scipy's trust-region method with the dense K^-1."""
+    K_inv = np.linalg.inv(K)
+
+    def negative(f):
+        lp, g, W = np_derivatives(lik, y, f)
+        return -(np.sum(lp) - 0.5 * f @ K_inv @ f), -(g - K_inv @ f), K_inv + np.diag(W)
+
+    res = optimize.minimize(
+        lambda f: negative(f)[0], np.zeros(len(y)), jac=lambda f: negative(f)[1], hess=lambda f: negative(f)[2],
+        method="trust-exact", options={"gtol": 1e-12},
+    )
+    return res.x
+
+
+def dense_log_marginal(K, lik, y, f):
+    """log p(y|f^) - 1/2 f^T K^-1 f^ - 1/2 log|I + K W|, without the stable rewrites (GPML eq. 3.32)."""
+    lp, _, W = np_derivatives(lik, y, f)
+    return np.sum(lp) - 0.5 * f @ np.linalg.solve(K, f) - 0.5 * np.linalg.slogdet(np.eye(len(y)) + K * W[None, :])[1]
+
+
+# --- the mode and the evidence --------------------------------------------------------------------
+
+
+@LIKELIHOODS
+def test_mode_and_evidence_match_their_definitions(lik, ionosphere_small):
+    X, y = ionosphere_small
+    log_v, log_l = np.log(2.0), np.log(4.0)
+    post = posterior(log_v, log_l, lik, X, y)
+    K = np_se(X, X, 2.0, 4.0)
+    f_ref = generic_mode(K, lik, y)
+    np.testing.assert_allclose(post.mean, f_ref, rtol=1e-7, atol=1e-8)
+    assert post.log_marginal == pytest.approx(dense_log_marginal(K, lik, y, f_ref), rel=1e-9)
+    # The mode satisfies its stationarity condition f^ = K grad log p(y|f^) (GPML eq. 3.17).
+    np.testing.assert_allclose(post.mean, K @ np_derivatives(lik, y, np.asarray(post.mean))[1], atol=1e-10)
+    assert bool(post.info.converged)
+
+
+@pytest.mark.parametrize("data", ["ionosphere_small", "pima_small"])
+def test_agrees_with_scikit_learn(data, request):
+    X, y = request.getfixturevalue(data)
+    variance, lengthscale = 3.0, 2.5
+    sk = GaussianProcessClassifier(ConstantKernel(variance) * RBF(lengthscale), optimizer=None).fit(X, y)
+    sk_value, sk_grad = sk.log_marginal_likelihood(sk.kernel_.theta, eval_gradient=True)
+    value, grad = log_marginal_and_grad(np.log(variance), np.log(lengthscale), LOGISTIC, X, y)
+    assert value == pytest.approx(sk_value, rel=1e-6)
+    np.testing.assert_allclose(np.array(grad), sk_grad, rtol=1e-6)
+
+
+@pytest.mark.parametrize("log_sigma_f", [3.0, 5.0])
+@LIKELIHOODS
+def test_stiff_hyperparameters_converge(lik, log_sigma_f, ionosphere_small):
+    X, y = ionosphere_small
+    post = posterior(2 * log_sigma_f, np.log(3.0), lik, X, y)
+    assert bool(post.info.converged)
+    K = np_se(X, X, np.exp(2 * log_sigma_f), 3.0)
+    f = np.asarray(post.mean)
+    np.testing.assert_allclose(f, K @ np_derivatives(lik, y, f)[1], rtol=1e-8, atol=1e-8 * np.max(np.abs(f)))
+    assert post.log_marginal == pytest.approx(dense_log_marginal(K, lik, y, f), rel=1e-8)
+
+
+# --- gradients ------------------------------------------------------------------------------------
+
+
+def central_difference(fn, x, h=1e-4):
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    out = np.empty_like(x)
+    for i in range(len(x)):
+        e = np.zeros_like(x)
+        e[i] = h
+        out[i] = (fn(x + e) - fn(x - e)) / (2 * h)
+    return out
+
+
+@pytest.mark.parametrize("regime", [(np.log(2.0), np.log(2.5)), (6.0, np.log(3.0))], ids=["moderate", "stiff"])
+@pytest.mark.parametrize("ard", [False, True], ids=["iso", "ard"])
+@LIKELIHOODS
+def test_gradient_matches_finite_differences(lik, ard, regime, pima_small):
+    X, y = pima_small
+    log_v, log_l = regime
+    if ard:
+        log_l = log_l + 0.1 * np.arange(X.shape[1])
+    _, (g_v, g_l) = log_marginal_and_grad(log_v, log_l, lik, X, y)
+    fd_v = central_difference(lambda t: float(log_marginal(t[0], log_l, lik, X, y)), log_v)
+    fd_l = central_difference(lambda t: float(log_marginal(log_v, t if ard else t[0], lik, X, y)), log_l)
+    np.testing.assert_allclose(g_v, fd_v[0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.atleast_1d(g_l), fd_l, rtol=1e-6, atol=1e-7)
+
+
+def unrolled_log_marginal(log_variance, log_lengthscale, lik, X, y, steps=40):
+    """Oracle: plain Newton (GPML eq. 3.18) in a differentiable fori_loop, then eq. 3.32 densely."""
+    K = se_kernel(log_variance, log_lengthscale).gram(X)
+    n = len(y)
+
+    def newton(_, f):
+        _, g, W = lik.derivatives(y, f)
+        return jnp.linalg.solve(jnp.eye(n) + K * W[None, :], K @ (W * f + g))
+
+    f = jax.lax.fori_loop(0, steps, newton, jnp.zeros(n))
+    lp, g, W = lik.derivatives(y, f)
+    return jnp.sum(lp) - 0.5 * f @ jnp.linalg.solve(K, f) - 0.5 * jnp.linalg.slogdet(jnp.eye(n) + K * W[None, :])[1]
+
+
+@LIKELIHOODS
+def test_implicit_gradient_matches_unrolled_autodiff(lik, ionosphere_small):
+    X, y = ionosphere_small
+    y = jnp.asarray(y)
+    args = (np.log(3.0), np.log(4.0))
+    unrolled = jax.jit(jax.value_and_grad(unrolled_log_marginal, argnums=(0, 1)))(*args, lik, X, y)
+    implicit = log_marginal_and_grad(*args, lik, X, y)
+    assert implicit[0] == pytest.approx(unrolled[0], rel=1e-10)
+    np.testing.assert_allclose(implicit[1], unrolled[1], rtol=1e-8)
+
+
+def test_reverse_mode_stores_no_newton_iterations(ionosphere_small):
+    """The Newton loop is a while_loop (not reverse-differentiable): the gradient exists only through
+    the custom VJP at the mode, so the backward pass holds no per-iteration state (no scan)."""
+    X, y = ionosphere_small
+    jaxpr = str(jax.make_jaxpr(jax.grad(log_marginal, argnums=(0, 1)))(0.5, 1.0, LOGISTIC, X, y))
+    assert "while" in jaxpr and "scan" not in jaxpr
+
+
+def test_gradient_wrt_log_lengthscale_as_in_the_issue(ionosphere_small):
+    X, y = ionosphere_small
+    grad = jax.jit(jax.grad(lambda log_ell: gpc.infer(
+        gpc.Laplace(), gpc.kernels.SquaredExponential(lengthscale=jnp.exp(log_ell)), LOGISTIC, X, y).log_marginal))
+    fd = central_difference(lambda t: float(log_marginal(0.0, t[0], LOGISTIC, X, y)), 1.2)
+    assert grad(1.2) == pytest.approx(fd[0], rel=1e-6)
+
+
+# --- predictions ----------------------------------------------------------------------------------
+
+
+@LIKELIHOODS
+def test_predictions_match_dense_formulas(lik, ionosphere_small):
+    X, y = ionosphere_small
+    X_train, y_train, X_test = X[:45], y[:45], X[45:]
+    post = posterior(np.log(2.0), np.log(4.0), lik, X_train, y_train)
+    mean, var = gpc.predict_latent(post, X_test)
+    K = np_se(X_train, X_train, 2.0, 4.0)
+    K_s = np_se(X_test, X_train, 2.0, 4.0)
+    f = np.asarray(post.mean)
+    _, _, W = np_derivatives(lik, y_train, f)
+    np.testing.assert_allclose(mean, K_s @ np.linalg.solve(K, f), rtol=1e-7, atol=1e-9)  # GPML eq. 3.21
+    var_ref = 2.0 - np.einsum("ij,ji->i", K_s, np.linalg.solve(K + np.diag(1 / W), K_s.T))  # eq. 3.24
+    np.testing.assert_allclose(var, var_ref, rtol=1e-8)
+    p = gpc.predict(post, X_test)
+    grid = np.linspace(-12, 12, 40001)
+    for m, v, pi in zip(np.asarray(mean)[:5], np.asarray(var)[:5], np.asarray(p)[:5]):
+        f_grid = m + np.sqrt(v) * grid
+        dens = stats.norm.pdf(grid)
+        ref = np.trapezoid(np.exp(np_derivatives(lik, np.ones_like(f_grid), f_grid)[0]) * dens, grid)
+        assert pi == pytest.approx(ref, abs=1e-9)
+
+
+# --- batching, compilation, warm starts -----------------------------------------------------------
+
+
+def test_vmap_matches_loop():
+    data = [toy_data(seed=s) for s in range(4)]
+    Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
+    log_vs, log_ls = np.array([0.0, 1.0, 2.0, 6.0]), np.array([0.0, 0.5, -0.3, 1.0])
+    batched = jax.jit(jax.vmap(log_marginal_and_grad, in_axes=(0, 0, None, 0, 0)))(log_vs, log_ls, PROBIT, Xs, ys)
+    for i in range(4):
+        single = log_marginal_and_grad(log_vs[i], log_ls[i], PROBIT, Xs[i], ys[i])
+        assert batched[0][i] == pytest.approx(single[0], rel=1e-12)
+        np.testing.assert_allclose([g[i] for g in batched[1]], single[1], rtol=1e-9)
+
+
+def test_second_call_does_not_recompile():
+    traces = []
+
+    @jax.jit
+    def fn(log_v, X, y):
+        traces.append(None)
+        return gpc.infer(gpc.Laplace(), se_kernel(log_v, 0.0), LOGISTIC, X, y).log_marginal
+
+    X, y = toy_data(seed=0)
+    fn(0.1, X, y)
+    X2, y2 = toy_data(seed=1)
+    fn(0.7, X2, y2)
+    assert len(traces) == 1
+
+
+def test_warm_start_gives_the_same_mode_in_fewer_steps(ionosphere_small):
+    X, y = ionosphere_small
+    kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
+    cold = infer_jit(gpc.Laplace(), kernel, LOGISTIC, X, y)
+    nearby = gpc.kernels.SquaredExponential(variance=21.0, lengthscale=4.1)
+    warm = infer_jit(gpc.Laplace(), nearby, LOGISTIC, X, y, init=cold.alpha)
+    reference = infer_jit(gpc.Laplace(), nearby, LOGISTIC, X, y)
+    np.testing.assert_allclose(warm.mean, reference.mean, rtol=1e-9, atol=1e-9)
+    assert int(warm.info.num_steps) < int(reference.info.num_steps)
+
+
+def test_non_convergence_is_reported_or_raised(ionosphere_small):
+    X, y = ionosphere_small
+    kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
+    post = infer_jit(gpc.Laplace(max_steps=2, throw=False), kernel, LOGISTIC, X, y)
+    assert not bool(post.info.converged) and int(post.info.num_steps) == 2
+    with pytest.raises(Exception, match="did not converge"):
+        gpc.infer(gpc.Laplace(max_steps=2), kernel, LOGISTIC, X, y)
+
+
+def test_single_case_and_label_codings():
+    X = np.array([[0.3]])
+    post = infer_jit(gpc.Laplace(), gpc.kernels.SquaredExponential(variance=2.0), PROBIT, X, np.array([1.0]))
+    K = np.array([[2.0]])
+    assert post.log_marginal == pytest.approx(dense_log_marginal(K, PROBIT, np.ones(1), np.asarray(post.mean)))
+    X, y = toy_data(seed=3)
+    kernel = gpc.kernels.SquaredExponential()
+    reference = infer_jit(gpc.Laplace(), kernel, LOGISTIC, X, y).log_marginal
+    for coded in [(y > 0).astype(int), y > 0, (y > 0).astype(float), y.astype(int)]:
+        assert infer_jit(gpc.Laplace(), kernel, LOGISTIC, X, coded).log_marginal == pytest.approx(reference, rel=1e-14)
+
+
+def test_float32_runs_without_nan(ionosphere_small):
+    X, y = ionosphere_small
+    X32, y32 = jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
+    kernel = gpc.kernels.SquaredExponential(variance=jnp.float32(4.0), lengthscale=jnp.float32(4.0))
+    for lik in (LOGISTIC, PROBIT):
+        post = infer_jit(gpc.Laplace(), kernel, lik, X32, y32)
+        grad = eqx.filter_jit(eqx.filter_grad(lambda k: gpc.infer(gpc.Laplace(), k, lik, X32, y32).log_marginal))(kernel)
+        p = predict_jit(post, X32)
+        assert post.log_marginal.dtype == jnp.float32 and p.dtype == jnp.float32
+        leaves = [post.log_marginal, p, *jax.tree.leaves(grad)]
+        assert all(bool(jnp.all(jnp.isfinite(v))) for v in leaves)
+        reference = log_marginal(np.log(4.0), np.log(4.0), lik, X, y)
+        assert float(post.log_marginal) == pytest.approx(float(reference), rel=5e-4)
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "X, y, message",
+    [
+        (np.zeros((3, 2)), np.array([1.0, 2.0, -1.0]), "labels must be in"),
+        (np.zeros((3, 2)), np.array([1.0, 0.0, -1.0]), "mix the codings"),
+        (np.array([[0.0, 1.0], [np.nan, 1.0], [2.0, 3.0]]), np.array([1.0, -1.0, 1.0]), "NaN"),
+        (np.zeros((3, 2)), np.array([1.0, -1.0]), "shape"),
+        (np.zeros((0, 2)), np.zeros(0), "empty"),
+        (np.zeros(3), np.array([1.0, -1.0, 1.0]), "shape"),
+    ],
+    ids=["label-2", "mixed-coding", "nan", "mismatch", "empty", "1-d"],
+)
+def test_bad_input_is_a_clear_error(X, y, message):
+    kernel = gpc.kernels.SquaredExponential()
+    with pytest.raises(Exception, match=message):
+        gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y)
+    if message in ("labels must be in", "mix the codings", "NaN"):  # value checks also raise under jit
+        with pytest.raises(Exception, match=message):
+            jax.jit(lambda X, y: gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y).log_marginal)(X, y)
+
+
+def test_prediction_input_checks(ionosphere_small):
+    X, y = ionosphere_small
+    post = posterior(0.0, 1.0, LOGISTIC, X, y)
+    with pytest.raises(ValueError, match="input dimensions"):
+        gpc.predict(post, X[:, :3])
+    with pytest.raises(ValueError, match="approximation"):
+        gpc.predict(post, X, approximation="probit")
+    np.testing.assert_allclose(
+        gpc.predict(post, X[:4], approximation="mackay"), gpc.mackay_probability(*gpc.predict_latent(post, X[:4]))
+    )
+    assert eqx.is_array(post.chol)
