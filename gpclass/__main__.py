@@ -14,17 +14,25 @@ import gpclass as gpc
 
 
 def main(argv=None) -> None:
+    args = _parse(argv)
+    if args.float32:
+        run(args, jnp.float32)
+    else:
+        with jax.enable_x64(True):  # scoped to this job: the library sets no global configuration
+            run(args, jnp.float64)
+
+
+def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m gpclass", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="ionosphere", choices=["ionosphere", "wisconsin", "pima", "crabs", "usps35"])
     parser.add_argument("--n-train", type=int, default=200)
     parser.add_argument("--likelihood", default="logistic", choices=["logistic", "probit"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--float32", action="store_true", help="run in float32 (default: float64)")
-    args = parser.parse_args(argv)
-    if not args.float32:
-        jax.config.update("jax_enable_x64", True)  # a user's choice at the top level, never inside the library
-    dtype = jnp.float32 if args.float32 else jnp.float64
+    return parser.parse_args(argv)
 
+
+def run(args, dtype) -> None:
     X, y = gpc.datasets.load(args.dataset)
     X_train, X_test, y_train, y_test = gpc.datasets.train_test_split(X, y, args.n_train, seed=args.seed)
     X_train, X_test = gpc.datasets.standardize(X_train, X_test)

@@ -55,7 +55,7 @@ def fit(
     *,
     optimizer: optax.GradientTransformation | None = None,
     max_steps: int = 100,
-    gtol: float = 1e-5,
+    gtol: float | None = None,
     ftol: float = 1e-12,
     log_prior: Callable[[AbstractKernel, AbstractLikelihood], Float[Array, ""]] | None = None,
     warm_start: bool = True,
@@ -71,7 +71,9 @@ def fit(
             (zoom line search), which needs no tuning.  First-order optimisers
             such as ``optax.adam(0.05)`` work too.
         max_steps: largest number of optimiser steps.
-        gtol: stop when max |d objective / d log theta| <= gtol (converged).
+        gtol: stop when max |d objective / d log theta| <= gtol (converged);
+            ``None`` means 1e-5 in float64 and 1e-2 in float32, where rounding
+            in the inner solve limits how small the gradient can get.
         ftol: stop when a step changes the objective by at most
             ``ftol * (1 + |objective|)`` (stalled; not counted as converged
             unless the gradient test also holds).
@@ -83,6 +85,8 @@ def fit(
     """
     X = check_inputs(X)
     y = check_binary_labels(y, X.shape[0], X.dtype)
+    if gtol is None:
+        gtol = 1e-5 if X.dtype == jnp.float64 else 1e-2
     params, static = eqx.partition((kernel, likelihood), eqx.is_inexact_array)
     params = jax.tree.map(
         lambda p: eqx.error_if(p, jnp.any(p <= 0), "fit optimises log hyperparameters: all must be positive."),
