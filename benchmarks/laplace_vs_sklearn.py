@@ -33,9 +33,13 @@ jax.block_until_ready.  Compile time = first call minus a later call.
 """
 
 import argparse
+import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 import warnings
 
@@ -224,6 +228,16 @@ def header(args):
         print(f"  {lib.get('user_api')}: internal_api={lib.get('internal_api')}  "
               f"kernel/architecture={lib.get('architecture')}  version={lib.get('version')}  "
               f"threads={lib.get('num_threads')}  [{which}] {os.path.basename(lib.get('filepath', ''))}")
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(gpc.__file__)))
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "gpclass"], capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+        print(f"gpclass source: {os.path.dirname(gpc.__file__)}  git HEAD {head or 'n/a'}"
+              f"{'  (gpclass/ has uncommitted changes)' if dirty else ''}")
+    except (OSError, subprocess.SubprocessError):
+        pass
     print(f"arguments: {vars(args)}")
     print()
 
@@ -284,7 +298,8 @@ def section_eval(X_all, y_all, n, args, profile_rows):
           f"first call {fmt_t(t_first)} -> compile ~{fmt_t(compile_vg)}; Newton steps {steps}")
     print(f"  sklearn lml(theta, eval_gradient=True): median {fmt_t(t_sk)} (min {fmt_t(res['sk'][1])}); "
           f"Newton iterations {sk_newton}")
-    print(f"  ratio sklearn/gpclass per evaluation: {t_sk / t_gp:.2f}x")
+    print(f"  ratio sklearn/gpclass per evaluation: {t_sk / t_gp:.2f}x (medians), "
+          f"{res['sk'][1] / res['gp'][1]:.2f}x (minima)")
     print(f"  values: gpclass {float(value_gp):.10f}  sklearn {value_sk:.10f}  rel diff {rel_val:.1e}")
     print(f"  grad  : gpclass [{grad_gp[0]:.8f}, {grad_gp[1]:.8f}]  sklearn [{grad_sk[0]:.8f}, {grad_sk[1]:.8f}]  "
           f"rel diff [{rel_grad[0]:.1e}, {rel_grad[1]:.1e}]")
@@ -295,7 +310,8 @@ def section_eval(X_all, y_all, n, args, profile_rows):
     add(sec, "gpclass value+grad (median)", fmt_t(t_gp))
     add(sec, "gpclass compile (first - median)", fmt_t(compile_vg))
     add(sec, "sklearn lml+grad (median)", fmt_t(t_sk))
-    add(sec, "RATIO sklearn/gpclass per evaluation", f"{t_sk / t_gp:.2f}x")
+    add(sec, "RATIO sklearn/gpclass per evaluation", f"{t_sk / t_gp:.2f}x  (ratio of minima "
+        f"{res['sk'][1] / res['gp'][1]:.2f}x)")
     add(sec, "rel diff value | grad", f"{rel_val:.1e} | {rel_grad.max():.1e}")
     add(sec, "Cholesky jnp(jit) | scipy", f"{fmt_t(t_cj)} | {fmt_t(t_cs)}")
     add(sec, "Newton steps gpclass | sklearn", f"{steps} | {sk_newton}")
@@ -310,8 +326,15 @@ def section_eval(X_all, y_all, n, args, profile_rows):
 
 def profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_gp, t_sk, t_cj, steps, rows):
     """Where a gpclass evaluation's time goes (uses private gpclass functions, read-only)."""
-    from gpclass._linalg import factor_b, half_log_det, solve_i_plus_wk
-    from gpclass.inference.laplace import _newton_step, _psi
+    # Private helpers, looked up defensively: the library's internals may change.
+    from gpclass import _linalg
+    from gpclass.inference import laplace as _laplace
+
+    factor_b = getattr(_linalg, "factor_b", None)
+    half_log_det = getattr(_linalg, "half_log_det", None)
+    solve_i_plus_wk = getattr(_linalg, "solve_i_plus_wk", None)
+    _newton_step = getattr(_laplace, "_newton_direction", None) or getattr(_laplace, "_newton_step", None)
+    _psi = getattr(_laplace, "_psi", None)
 
     r = max(3, args.repeats)
     print(f"  [profile n={n}]")
@@ -333,19 +356,25 @@ def profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_
 
     # Single operations at the mode.
     a, f, sw, L = post.alpha, post.mean, post.sqrt_w, post.chol
-    newton_step = jax.jit(_newton_step)
-    psi = jax.jit(_psi)
-    fb = jax.jit(factor_b)
+    newton_step = jax.jit(_newton_step) if _newton_step else None
+    psi = jax.jit(_psi) if _psi else None
+    fb = jax.jit(factor_b) if factor_b else None
     chol_nosym = jax.jit(lambda B: jax.lax.linalg.cholesky(B, symmetrize_input=False))
-    solve = jax.jit(solve_i_plus_wk)
+    chol_sym = jax.jit(jnp.linalg.cholesky)
+    solve = jax.jit(solve_i_plus_wk) if solve_i_plus_wk else None
     trsm = jax.jit(lambda L, M: jsl.solve_triangular(L, M, lower=True))
     matmul = jax.jit(lambda A, M: A @ M)
     logdet_vjp = jax.jit(jax.grad(lambda K, sw: half_log_det(factor_b(K, sw))))
+    gram = jax.jit(lambda log_v, log_l, X: se_kernel(log_v, log_l).gram(X))
+    gram_vjp = jax.jit(lambda log_v, log_l, X, K_bar: jax.vjp(
+        lambda log_v, log_l: se_kernel(log_v, log_l).gram(X), log_v, log_l)[1](K_bar))
     ops = {
-        "one Newton step (_newton_step)": lambda: newton_step(K, LIK, yj, a, f),
+        "gram K (forward)": lambda: gram(lv0, ll0, Xj),
+        "gram VJP K_bar -> (log sf^2, log l)": lambda: gram_vjp(lv0, ll0, Xj, K),
+        "one Newton direction (_newton_direction)": lambda: newton_step(K, LIK, yj, a, f),
         "Psi(a) (_psi: K@a + likelihood)": lambda: psi(K, LIK, yj, a),
         "factor_b (build B + cholesky)": lambda: fb(K, sw),
-        "jnp.linalg.cholesky (symmetrize_input=True)": lambda: jnp.linalg.cholesky(B),
+        "jnp.linalg.cholesky (symmetrize_input=True)": lambda: chol_sym(B),
         "lax cholesky symmetrize_input=False": lambda: chol_nosym(B),
         "solve_i_plus_wk (matvec + 2 trsv)": lambda: solve(K, sw, L, f),
         "triangular solve, n x n right side": lambda: trsm(L, K),
@@ -354,8 +383,12 @@ def profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_
     }
     op_t = {}
     for name, fn in ops.items():
-        jax.block_until_ready(fn())
-        op_t[name] = median_time(fn, r)[0]
+        try:
+            jax.block_until_ready(fn())
+            op_t[name] = median_time(fn, r)[0]
+        except Exception as err:  # a private helper that no longer exists or changed signature
+            print(f"    ({name}: skipped, {type(err).__name__}: {str(err)[:80]})")
+            op_t[name] = float("nan")
     # sklearn's Newton solve alone (log_marginal_likelihood without gradient re-runs Newton).
     t_sk_val = median_time(lambda: sk.log_marginal_likelihood(theta), r)[0]
 
@@ -374,7 +407,7 @@ def profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_
     rows.append((sec, "infer (no grad) cold | value_and_grad cold",
                  f"{fmt_t(t_inf)} | {fmt_t(t_gp)}  ({t_inf / t_cj:.1f} | {t_gp / t_cj:.1f} Chol)"))
     rows.append((sec, "sklearn Newton only | lml+grad", f"{fmt_t(t_sk_val)} | {fmt_t(t_sk)}"))
-    rows.append((sec, "one Newton step | jnp cholesky", f"{fmt_t(op_t['one Newton step (_newton_step)'])} | "
+    rows.append((sec, "one Newton direction | jnp cholesky", f"{fmt_t(op_t['one Newton direction (_newton_direction)'])} | "
                  f"{fmt_t(op_t['jnp.linalg.cholesky (symmetrize_input=True)'])}"))
     rows.append((sec, "chol sym | nosym | logdet-VJP",
                  f"{fmt_t(op_t['jnp.linalg.cholesky (symmetrize_input=True)'])} | "
@@ -514,6 +547,30 @@ def section_batch(X_all, y_all, args):
           f"sklearn higher in {(diff < -1e-6).sum()} of {S}")
     for s in range(min(4, S)):
         print(f"    set {s}: gpclass {obj_gp[s]:.8f}  sklearn {obj_sk[s]:.8f}")
+    if args.profile:
+        # One batched evaluation (value_and_grad at the start) versus a loop of unbatched ones.
+        def lml(log_v, log_l, X, y):
+            post = gpc.infer(gpc.Laplace(), se_kernel(log_v, log_l), LIK, X, y)
+            return post.log_marginal, post.info.num_steps
+
+        vg = jax.value_and_grad(lml, argnums=(0, 1), has_aux=True)
+        lv0, ll0 = jnp.asarray(2 * LOG_SF), jnp.asarray(LOG_L)
+        vg_b = jax.jit(jax.vmap(vg, in_axes=(None, None, 0, 0)))
+        vg_1 = jax.jit(vg)
+        (_, steps_b), _ = jax.block_until_ready(vg_b(lv0, ll0, Xs_j, ys_j))
+        t_vgb = median_time(lambda: vg_b(lv0, ll0, Xs_j, ys_j), max(3, args.repeats))[0]
+        jax.block_until_ready(vg_1(lv0, ll0, Xs_j[0], ys_j[0]))
+        t0 = now()
+        for s in range(S):
+            jax.block_until_ready(vg_1(lv0, ll0, Xs_j[s], ys_j[s]))
+        t_vg1 = now() - t0
+        steps_b = np.asarray(steps_b)
+        print(f"  [profile] one value_and_grad on all {S} sets: vmap {fmt_t(t_vgb)} "
+              f"({fmt_t(t_vgb / S)} per set), loop of jit calls {fmt_t(t_vg1)} ({fmt_t(t_vg1 / S)} per set); "
+              f"Newton steps per set min {steps_b.min()} mean {steps_b.mean():.1f} max {steps_b.max()} "
+              f"(vmap runs max for all); = {t_vgb / t_cb:.0f} batched Choleskys")
+        add(f"P {S}x n={m}", "one value_and_grad: vmap | jit loop", f"{fmt_t(t_vgb)} | {fmt_t(t_vg1)}  "
+            f"(Newton steps mean {steps_b.mean():.1f}, max {steps_b.max()})")
     print(f"  one batched Cholesky of {S} x {m}x{m}: jnp (jit) {fmt_t(t_cb)}, numpy stacked "
           f"{fmt_t(res_c['numpy'][0])}, scipy loop {fmt_t(res_c['scipy loop'][0])}; "
           f"vmap(fit) = {t_gp / t_cb:.0f} batched Choleskys")
@@ -528,6 +585,84 @@ def section_batch(X_all, y_all, args):
     add(sec, "L-BFGS steps min/median/max", f"{steps_gp.min()}/{np.median(steps_gp):.0f}/{steps_gp.max()}")
     add(sec, "max |lml diff| vs sklearn", f"{np.abs(diff).max():.1e}")
     add(sec, "batched Cholesky jnp | vmap(fit)/Chol", f"{fmt_t(t_cb)} | {t_gp / t_cb:.0f}")
+
+
+SAFE_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+
+
+def _cpu_ticks(pid):
+    """utime + stime of a process (Linux /proc), or None if unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def section_batch_subprocess(args, argv):
+    """Run section 4 in a child process, watching for the jaxlib 0.10.x CPU deadlock.
+
+    jaxlib 0.10.x runs a batched LAPACK call (here the vmapped Cholesky of B)
+    by splitting the batch over XLA:CPU's intra-op thread pool and blocking
+    until the pieces finish (jax::ParallelBatchMap).  When the thunk executor
+    runs as many independent batched Choleskys at once as the pool has threads
+    (2 on a 2-core machine), every pool thread blocks and the program hangs
+    with 0% CPU.  The child is killed when its CPU time stops advancing for
+    --hang-seconds, and section 4 is re-run with XLA_FLAGS+=SAFE_FLAG, which
+    schedules the two Choleskys one after the other.
+    """
+    attempts = [("as is", None)] if not args.xla_safe else []
+    attempts.append(("with " + SAFE_FLAG, SAFE_FLAG))
+    for label, flag in attempts:
+        env = dict(os.environ)
+        if flag:
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flag).strip()
+        fd, result_path = tempfile.mkstemp(suffix=".json", prefix="gpclass_bench4_")
+        os.close(fd)
+        cmd = [sys.executable, os.path.abspath(__file__), *argv, "--_worker4", result_path]
+        print(f"  [section 4 runs in a child process, XLA_FLAGS={env.get('XLA_FLAGS', '<unset>')!r}]", flush=True)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+
+        def pump(stream=proc.stdout):
+            for line in stream:
+                if "Constant folding" not in line and "slow_operation_alarm" not in line:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        last, last_change, hung = _cpu_ticks(proc.pid), now(), False
+        while proc.poll() is None:
+            time.sleep(1.0)
+            ticks = _cpu_ticks(proc.pid)
+            if ticks is None or ticks != last:
+                last, last_change = ticks, now()
+            elif now() - last_change > args.hang_seconds:
+                hung = True
+                proc.kill()
+                break
+        proc.wait()
+        reader.join(timeout=5)
+        rows = []
+        if os.path.getsize(result_path) > 0:
+            with open(result_path) as f:
+                rows = [tuple(r) for r in json.load(f)]
+        os.remove(result_path)
+        if hung:
+            print(f"  !!! section 4 {label}: the child used no CPU for {args.hang_seconds:.0f} s -> killed. This is "
+                  "the jaxlib 0.10.x XLA:CPU deadlock (every intra-op pool thread blocked in "
+                  "jax::ParallelBatchMap <- lapack_dpotrf_ffi, i.e. batched Choleskys of the vmapped fit).")
+            add("4 deadlock", f"vmap(fit) {label}", f"HANG (no CPU for {args.hang_seconds:.0f} s, killed)")
+            continue
+        if proc.returncode != 0:
+            print(f"  !!! section 4 {label}: child exited with code {proc.returncode}")
+            add("4 error", f"section 4 {label}", f"child exit code {proc.returncode}")
+            continue
+        SUMMARY.extend(rows)
+        if flag:
+            add(rows[0][0] if rows else "4", "XLA_FLAGS for section 4", flag)
+        return
 
 
 # --------------------------------------------------------------------------- main
@@ -548,7 +683,15 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smoke run: sizes 200 400, 2 repeats, 32 small sets")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the profile of where gpclass's time goes")
-    args = parser.parse_args(argv)
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="limit every BLAS/OpenMP pool (numpy's, scipy's = jaxlib's LAPACK) with threadpoolctl")
+    parser.add_argument("--xla-safe", action="store_true",
+                        help=f"run section 4 directly with XLA_FLAGS+={SAFE_FLAG} (skip the as-is attempt)")
+    parser.add_argument("--hang-seconds", type=float, default=30.0,
+                        help="section 4: kill the child when it uses no CPU for this long (default 30)")
+    parser.add_argument("--_worker4", default=None, help=argparse.SUPPRESS)
+    raw_argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(raw_argv)
     if args.sizes is None:
         args.sizes = [200, 400] if args.quick else [500, 1000, 2000]
     if args.fit_sizes is None:
@@ -559,11 +702,23 @@ def main(argv=None):
         args.num_sets = 32 if args.quick else 256
 
     warnings.filterwarnings("ignore", category=UserWarning, module="equinox")
-    t_start = now()
-    header(args)
+    if args.blas_threads is not None:
+        from threadpoolctl import threadpool_limits
+
+        jax.block_until_ready(jnp.linalg.cholesky(jnp.eye(2)))  # load scipy's OpenBLAS (jaxlib LAPACK) first
+        threadpool_limits(limits=args.blas_threads)
     X, y = gpc.datasets.load("usps35")
     perm = np.random.default_rng(0).permutation(len(X))
     X, y = X[perm], y[perm]
+    if args._worker4 is not None:  # child process for section 4
+        try:
+            section_batch(X, y, args)
+        finally:
+            with open(args._worker4, "w") as f:
+                json.dump(SUMMARY, f)
+        return
+    t_start = now()
+    header(args)
     if max(args.sizes + args.fit_sizes) > len(X):
         sys.exit(f"usps35 has {len(X)} cases")
 
@@ -577,7 +732,7 @@ def main(argv=None):
             section_fit(X, y, n, args)
     if args.num_sets > 0:
         print("SECTION 4: throughput on many small data sets")
-        section_batch(X, y, args)
+        section_batch_subprocess(args, [a for a in raw_argv if a != "--xla-safe"])
 
     print("=" * 100)
     print(f"SUMMARY (medians; ratios > 1 mean gpclass is faster)   total run time {fmt_t(now() - t_start)}, "

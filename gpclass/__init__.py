@@ -10,7 +10,7 @@ The public API is what this module re-exports::
 
 from . import datasets, kernels, likelihoods, metrics, priors
 from .fit import FitResult, fit
-from .inference import AbstractInference, GaussianPosterior, Laplace, SolverInfo, infer
+from .inference import EP, AbstractInference, GaussianPosterior, Laplace, SolverInfo, infer
 from .likelihoods import mackay_probability
 from .predict import predict, predict_latent
 
@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AbstractInference",
+    "EP",
     "FitResult",
     "GaussianPosterior",
     "Laplace",

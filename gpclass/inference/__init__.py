@@ -3,6 +3,7 @@
 from ._base import AbstractInference
 from ._infer import infer
 from ._posterior import GaussianPosterior, SolverInfo
+from .ep import EP
 from .laplace import Laplace
 
-__all__ = ["AbstractInference", "GaussianPosterior", "Laplace", "SolverInfo", "infer"]
+__all__ = ["AbstractInference", "EP", "GaussianPosterior", "Laplace", "SolverInfo", "infer"]

@@ -24,6 +24,16 @@ class AbstractLikelihood(eqx.Module):
     def predictive_probability(self, mean: Float[Array, " m"], var: Float[Array, " m"]) -> Float[Array, " m"]:
         """p(y=+1) = int p(y=+1|f) N(f|mean, var) df  (GPML eq. 3.25)."""
 
+    def tilted_moments(
+        self, y: Float[Array, " n"], mean: Float[Array, " n"], var: Float[Array, " n"]
+    ) -> tuple[Float[Array, " n"], Float[Array, " n"], Float[Array, " n"]]:
+        """(log Z, mean, variance) of the tilted distribution p(y|f) N(f|mean, var) / Z (GPML eq. 3.57).
+
+        What expectation propagation needs from a likelihood; subclasses
+        without it cannot be used with EP.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no tilted moments: it cannot be used with EP.")
+
     def derivatives(
         self, y: Float[Array, " n"], f: Float[Array, " n"]
     ) -> tuple[Float[Array, " n"], Float[Array, " n"], Float[Array, " n"]]:

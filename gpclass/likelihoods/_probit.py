@@ -31,6 +31,16 @@ class Probit(AbstractLikelihood):
         r = jnp.exp(norm.logpdf(z) - log_p)
         return log_p, y * r, r * (z + r)
 
+    def tilted_moments(self, y, mean, var):
+        """GPML eq. 3.58 with z = y mean / sqrt(1 + var) and r = N(z) / Phi(z) formed in log space."""
+        scale = jnp.sqrt(1.0 + var)
+        z = y * mean / scale
+        log_z = self.log_prob(jnp.ones_like(z), z)
+        r = jnp.exp(norm.logpdf(z) - log_z)
+        tilted_mean = mean + y * var * r / scale
+        tilted_var = var - var**2 * r * (z + r) / (1.0 + var)
+        return log_z, tilted_mean, tilted_var
+
     def predictive_probability(self, mean, var):
         """Exact: int Phi(f) N(f|mean, var) df = Phi(mean / sqrt(1 + var))  (GPML eq. 3.82)."""
         return ndtr(mean / jnp.sqrt(1.0 + var))

@@ -1,0 +1,160 @@
+"""Expectation propagation: fixed point, exactness for n = 1, brute-force quadrature, gradients."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+import gpclass as gpc
+from conftest import infer_jit, toy_data
+
+LIKELIHOODS = pytest.mark.parametrize(
+    "lik", [gpc.likelihoods.Probit(), gpc.likelihoods.Logistic()], ids=["probit", "logistic"]
+)
+SCHEDULES = pytest.mark.parametrize("schedule", ["sequential", "parallel"])
+
+
+def se_kernel(log_variance, log_lengthscale):
+    return gpc.kernels.SquaredExponential(variance=jnp.exp(log_variance), lengthscale=jnp.exp(log_lengthscale))
+
+
+@jax.jit
+def ep_log_marginal(log_variance, log_lengthscale, lik, X, y):
+    return gpc.infer(gpc.EP(), se_kernel(log_variance, log_lengthscale), lik, X, y).log_marginal
+
+
+ep_log_marginal_and_grad = jax.jit(jax.value_and_grad(ep_log_marginal, argnums=(0, 1)))
+
+
+def sites_of(post, K):
+    """Recover (tau~, nu~) and the marginals of q from the posterior's {alpha, sqrt_w} form."""
+    tau = np.asarray(post.sqrt_w) ** 2
+    Sigma = np.linalg.inv(np.linalg.inv(K) + np.diag(tau))
+    mu = np.asarray(post.mean)
+    return tau, np.linalg.solve(Sigma, mu), Sigma, mu
+
+
+def brute_force_log_z(K, lik, y, nodes=60):
+    """log int prod_i p(y_i|f_i) N(f|0, K) df by a tensor Gauss-Hermite rule (n <= 3)."""
+    n = len(y)
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / np.sqrt(2 * np.pi)
+    grids = np.meshgrid(*([z] * n), indexing="ij")
+    F = np.stack(grids, -1).reshape(-1, n) @ np.linalg.cholesky(K).T
+    W = np.prod(np.stack(np.meshgrid(*([w] * n), indexing="ij"), -1).reshape(-1, n), axis=1)
+    log_lik = np.asarray(lik.log_prob(jnp.asarray(np.tile(y, (len(F), 1))), jnp.asarray(F))).sum(1)
+    return np.log(np.sum(W * np.exp(log_lik)))
+
+
+@LIKELIHOODS
+def test_single_case_is_exact(lik):
+    X, y = np.array([[0.4]]), np.array([1.0])
+    kernel = gpc.kernels.SquaredExponential(variance=3.0)
+    post = infer_jit(gpc.EP(), kernel, lik, X, y)
+    p = lambda f: np.exp(float(lik.log_prob(jnp.ones(1), jnp.array([f]))[0])) * stats.norm.pdf(f, 0, np.sqrt(3.0))
+    Z = integrate.quad(p, -40, 40, points=[0.0])[0]
+    mean = integrate.quad(lambda f: f * p(f), -40, 40, points=[0.0])[0] / Z
+    var = integrate.quad(lambda f: (f - mean) ** 2 * p(f), -40, 40, points=[0.0])[0] / Z
+    assert float(post.log_marginal) == pytest.approx(np.log(Z), abs=1e-10)
+    assert float(post.mean[0]) == pytest.approx(mean, rel=1e-8)
+    _, var_q = gpc.predict_latent(post, X)
+    assert float(var_q[0]) == pytest.approx(var, rel=1e-8)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@LIKELIHOODS
+def test_close_to_brute_force_log_z_and_closer_than_laplace(lik, n):
+    rng = np.random.default_rng(n)
+    X, y = rng.normal(size=(n, 2)), np.array([1.0, -1.0, 1.0])[:n]
+    kernel = gpc.kernels.SquaredExponential(variance=6.0, lengthscale=1.5)
+    exact = brute_force_log_z(np.asarray(kernel.gram(jnp.asarray(X))), lik, y)
+    ep = float(infer_jit(gpc.EP(), kernel, lik, X, y).log_marginal)
+    laplace = float(infer_jit(gpc.Laplace(), kernel, lik, X, y).log_marginal)
+    assert abs(ep - exact) < 0.01
+    assert abs(ep - exact) < abs(laplace - exact)
+
+
+@SCHEDULES
+@LIKELIHOODS
+def test_fixed_point_and_log_z_formula(lik, schedule, ionosphere_small):
+    X, y = ionosphere_small
+    kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
+    post = infer_jit(gpc.EP(schedule=schedule), kernel, lik, X, y)
+    assert bool(post.info.converged)
+    K = np.asarray(kernel.gram(jnp.asarray(X)))
+    tau, nu, Sigma, mu = sites_of(post, K)
+    tau_cav, nu_cav = 1 / np.diag(Sigma) - tau, mu / np.diag(Sigma) - nu
+    m_cav, v_cav = nu_cav / tau_cav, 1 / tau_cav
+    log_z, m_hat, v_hat = (np.asarray(a) for a in lik.tilted_moments(jnp.asarray(y), jnp.asarray(m_cav), jnp.asarray(v_cav)))
+    # Each site's tilted moments equal the marginal moments of q (the EP fixed point).
+    np.testing.assert_allclose(m_hat, mu, atol=1e-7 * (1 + np.max(np.abs(mu))))
+    np.testing.assert_allclose(v_hat, np.diag(Sigma), rtol=1e-7)
+    # log Z_EP = log int N(f|0, K) prod_i t~_i(f_i) df with Z~_i from GPML eq. 3.59, computed densely.
+    m_site, v_site = nu / tau, 1 / tau
+    log_z_site = log_z + 0.5 * np.log(2 * np.pi * (v_cav + v_site)) + 0.5 * (m_cav - m_site) ** 2 / (v_cav + v_site)
+    A = K + np.diag(v_site)
+    dense = (-0.5 * np.linalg.slogdet(2 * np.pi * A)[1] - 0.5 * m_site @ np.linalg.solve(A, m_site)
+             + np.sum(log_z_site))
+    assert float(post.log_marginal) == pytest.approx(dense, rel=1e-9)
+
+
+@LIKELIHOODS
+def test_sequential_and_parallel_reach_the_same_fixed_point(lik, pima_small):
+    X, y = pima_small
+    kernel = gpc.kernels.SquaredExponential(variance=30.0, lengthscale=2.0)
+    seq = infer_jit(gpc.EP(schedule="sequential"), kernel, lik, X, y)
+    par = infer_jit(gpc.EP(schedule="parallel"), kernel, lik, X, y)
+    assert float(seq.log_marginal) == pytest.approx(float(par.log_marginal), abs=1e-6)
+    np.testing.assert_allclose(seq.mean, par.mean, rtol=1e-6, atol=1e-6)
+
+
+def central_difference(fn, x, h=1e-4):
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    return np.array([(fn(x + h * e) - fn(x - h * e)) / (2 * h) for e in np.eye(len(x))])
+
+
+@pytest.mark.parametrize("ard", [False, True], ids=["iso", "ard"])
+@LIKELIHOODS
+def test_gradient_matches_finite_differences(lik, ard, pima_small):
+    X, y = pima_small
+    log_v, log_l = np.log(10.0), np.log(2.0) + (0.1 * np.arange(X.shape[1]) if ard else 0.0)
+    value, (g_v, g_l) = ep_log_marginal_and_grad(log_v, log_l, lik, X, y)
+    fd_v = central_difference(lambda t: float(ep_log_marginal(t[0], log_l, lik, X, y)), log_v)
+    fd_l = central_difference(lambda t: float(ep_log_marginal(log_v, t if ard else t[0], lik, X, y)), log_l)
+    np.testing.assert_allclose(g_v, fd_v[0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.atleast_1d(g_l), fd_l, rtol=1e-6, atol=1e-7)
+
+
+def test_predictions_match_gpml_eqs_3_60_3_61(ionosphere_small):
+    X, y = ionosphere_small
+    lik = gpc.likelihoods.Probit()
+    kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
+    post = infer_jit(gpc.EP(), kernel, lik, X[:45], y[:45])
+    K = np.asarray(kernel.gram(jnp.asarray(X[:45])))
+    K_s = np.asarray(kernel.gram(jnp.asarray(X[45:]), jnp.asarray(X[:45])))
+    tau, nu, _, _ = sites_of(post, K)
+    A = K + np.diag(1 / tau)
+    mean_ref = K_s @ np.linalg.solve(A, nu / tau)
+    var_ref = 20.0 - np.einsum("ij,ji->i", K_s, np.linalg.solve(A, K_s.T))
+    mean, var = gpc.predict_latent(post, X[45:])
+    np.testing.assert_allclose(mean, mean_ref, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-8)
+    np.testing.assert_allclose(gpc.predict(post, X[45:]), special.ndtr(mean_ref / np.sqrt(1 + var_ref)), rtol=1e-8)
+
+
+def test_vmap_matches_loop_and_non_convergence_is_reported():
+    data = [toy_data(seed=s) for s in range(3)]
+    Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
+    lik = gpc.likelihoods.Probit()
+    log_vs = np.array([0.0, 1.5, 3.0])
+    batched = jax.vmap(ep_log_marginal_and_grad, in_axes=(0, None, None, 0, 0))(log_vs, 0.2, lik, Xs, ys)
+    for i in range(3):
+        single = ep_log_marginal_and_grad(log_vs[i], 0.2, lik, Xs[i], ys[i])
+        assert float(batched[0][i]) == pytest.approx(float(single[0]), rel=1e-10)
+    post = infer_jit(gpc.EP(max_sweeps=1, throw=False), se_kernel(1.0, 0.0), lik, Xs[0], ys[0])
+    assert not bool(post.info.converged) and int(post.info.num_steps) == 1
+    with pytest.raises(Exception, match="EP did not converge"):
+        infer_jit(gpc.EP(max_sweeps=1), se_kernel(1.0, 0.0), lik, Xs[0], ys[0])
+    with pytest.raises(ValueError, match="schedule"):
+        gpc.EP(schedule="random")
