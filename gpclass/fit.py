@@ -46,6 +46,7 @@ class FitResult(eqx.Module):
     converged: Bool[Array, ""]
 
 
+@eqx.filter_jit
 def fit(
     method: AbstractInference,
     kernel: AbstractKernel,
@@ -82,6 +83,9 @@ def fit(
         warm_start: start each inner solve from the previous step's solution
             (passed explicitly through the loop state).
         verbose: print the objective after every step (``jax.debug.print``).
+
+    Wrapped in ``eqx.filter_jit``: non-array arguments (``optimizer``,
+    ``log_prior``) are static, so pass the same objects to reuse a compilation.
     """
     X = check_inputs(X)
     y = check_binary_labels(y, X.shape[0], X.dtype)

@@ -1,5 +1,6 @@
 """Predictions from any Gaussian posterior (GPML Algorithms 3.2 and 3.6)."""
 
+import equinox as eqx
 
 from ._linalg import latent_variance_reduction
 from ._types import Array, Float
@@ -8,6 +9,7 @@ from .inference import GaussianPosterior
 from .likelihoods import mackay_probability
 
 
+@eqx.filter_jit
 def predict_latent(
     posterior: GaussianPosterior, X_test
 ) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
@@ -27,6 +29,7 @@ def predict_latent(
     return mean, var
 
 
+@eqx.filter_jit
 def predict(posterior: GaussianPosterior, X_test, *, approximation: str | None = None) -> Float[Array, " m"]:
     """p(y* = +1 | x*, X, y), the likelihood averaged over the latent predictive (GPML eq. 3.25).
 

@@ -1,6 +1,13 @@
 """Tests run in float64 (enabled here, never inside the library)."""
 
-import jax
+import os
+
+# jaxlib 0.10.2 can deadlock on CPU in batched (vmapped) Cholesky factorisations under the
+# concurrency-optimised scheduler (all XLA worker threads wait in LAPACK's parallel batch map).
+# Turning that scheduler off avoids it; set before JAX starts its backend.
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_concurrency_optimized_scheduler=false").strip()
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 

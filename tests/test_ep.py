@@ -158,3 +158,19 @@ def test_vmap_matches_loop_and_non_convergence_is_reported():
         infer_jit(gpc.EP(max_sweeps=1), se_kernel(1.0, 0.0), lik, Xs[0], ys[0])
     with pytest.raises(ValueError, match="schedule"):
         gpc.EP(schedule="random")
+
+
+def test_label_noise_epsilon_gradient_and_laplace_refusal(pima_small):
+    X, y = pima_small
+    kernel = gpc.kernels.SquaredExponential(variance=10.0, lengthscale=2.0)
+
+    @jax.jit
+    def log_z(eps):
+        lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=eps)
+        return gpc.infer(gpc.EP(), kernel, lik, X, y).log_marginal
+
+    grad = jax.grad(log_z)(0.05)
+    h = 1e-5
+    assert float(grad) == pytest.approx(float((log_z(0.05 + h) - log_z(0.05 - h)) / (2 * h)), rel=1e-6)
+    with pytest.raises(ValueError, match="log-concave"):
+        gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit()), X, y)

@@ -87,3 +87,44 @@ def test_mackay_approximation_is_close_but_not_exact():
     np.testing.assert_allclose(approx, jax.nn.sigmoid(means / jnp.sqrt(1 + jnp.pi * var / 8)), rtol=1e-14)
     assert np.max(np.abs(approx - exact)) < 0.02
     assert np.max(np.abs(approx - exact)) > 1e-4
+
+
+def np_likelihood(name, epsilon, y, f):
+    """p(y|f) in numpy/scipy, independent of the library: probit or logistic, with label noise epsilon."""
+    base = special.ndtr(y * f) if name == "probit" else special.expit(y * f)
+    return epsilon + (1 - 2 * epsilon) * base
+
+
+@pytest.mark.parametrize("name", ["probit", "logistic"])
+def test_tilted_moments_match_quadrature(name):
+    """log Z, mean and variance of p(y|f) N(f|m, v) / Z (GPML eq. 3.57), including label noise (K&G eq. 9)."""
+    base = gpc.likelihoods.Probit() if name == "probit" else gpc.likelihoods.Logistic()
+    grid = [(v, m, y) for v in [1e-3, 0.5, 2.0, 150.0] for m in [-15.0, -1.0, 0.0, 2.5] for y in [1.0, -1.0]]
+    var, mean, y = (np.array(c) for c in zip(*grid))
+    for epsilon, lik in [(0.0, base), (0.07, gpc.likelihoods.LabelNoise(base, epsilon=0.07))]:
+        log_z, m_hat, v_hat = (np.asarray(a) for a in lik.tilted_moments(jnp.asarray(y), jnp.asarray(mean), jnp.asarray(var)))
+        for i, (v_i, m_i, y_i) in enumerate(grid):
+            s = np.sqrt(v_i)
+
+            def density(z, k):  # in standard coordinates f = m_i + s z
+                return z**k * np_likelihood(name, epsilon, y_i, m_i + s * z) * stats.norm.pdf(z)
+
+            z0 = -m_i / s
+            points = [z0] if -30 < z0 < 30 else None
+            m = [integrate.quad(density, -30, 30, args=(k,), points=points, limit=300, epsabs=0, epsrel=1e-12)[0]
+                 for k in range(3)]
+            assert log_z[i] == pytest.approx(np.log(m[0]), rel=1e-9, abs=1e-9)
+            assert m_hat[i] == pytest.approx(m_i + s * m[1] / m[0], abs=1e-8 * s)
+            assert v_hat[i] == pytest.approx(v_i * (m[2] / m[0] - (m[1] / m[0]) ** 2), rel=1e-7)
+
+
+def test_label_noise_likelihood():
+    base = gpc.likelihoods.Probit()
+    lik = gpc.likelihoods.LabelNoise(base, epsilon=0.1)
+    f = jnp.linspace(-6.0, 3.0, 10)
+    np.testing.assert_allclose(np.exp(lik.log_prob(jnp.ones(10), f)), 0.1 + 0.8 * special.ndtr(np.asarray(f)), rtol=1e-12)
+    assert not lik.log_concave and base.log_concave
+    _, _, W = lik.derivatives(jnp.ones(10), f)
+    assert float(jnp.min(W)) < 0  # not log-concave: Laplace refuses it
+    np.testing.assert_allclose(lik.predictive_probability(jnp.array([0.5]), jnp.array([2.0])),
+                               0.1 + 0.8 * special.ndtr(0.5 / np.sqrt(3.0)), rtol=1e-12)

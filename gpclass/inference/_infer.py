@@ -1,5 +1,7 @@
 """The single entry point shared by every inference method."""
 
+import equinox as eqx
+
 from .._validation import check_binary_labels, check_inputs
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood
@@ -7,6 +9,7 @@ from ._base import AbstractInference
 from ._posterior import GaussianPosterior
 
 
+@eqx.filter_jit
 def infer(
     method: AbstractInference,
     kernel: AbstractKernel,
@@ -32,6 +35,10 @@ def infer(
     Returns:
         A :class:`GaussianPosterior`; ``.log_marginal`` is differentiable with
         respect to the kernel and likelihood parameters.
+
+    Wrapped in ``eqx.filter_jit`` (arrays are traced, everything else is
+    static), so an eager call compiles once per shape and configuration;
+    inside a user's ``jax.jit`` it is simply inlined.
     """
     X = check_inputs(X)
     y = check_binary_labels(y, X.shape[0], X.dtype)

@@ -35,8 +35,10 @@ class EP(AbstractInference):
             ``"parallel"`` updates all sites from the current marginals and
             recomputes the posterior once per sweep.
         damping: the fraction of the new site parameters taken in each update
-            (1 = undamped).  ``None`` means 1 for the sequential schedule and
-            0.5 for the parallel one.
+            (1 = undamped).  ``None`` means 1 for the sequential schedule with a
+            log-concave likelihood, and 0.5 for the parallel schedule or a
+            likelihood that is not log-concave (label noise), where undamped
+            updates can oscillate.
         tol: convergence when, between two sweeps, the largest change of tau~
             and nu~ is at most ``tol (1 + max |.|)`` and log Z_EP changes by at
             most ``tol (1 + |log Z_EP|)``.  ``None`` means 1e-10 in float64 and
@@ -59,7 +61,8 @@ class EP(AbstractInference):
         n = K.shape[0]
         dtype = K.dtype
         tol = (1e-10 if dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
-        damping = (1.0 if self.schedule == "sequential" else 0.5) if self.damping is None else self.damping
+        undamped = self.schedule == "sequential" and likelihood.log_concave
+        damping = (1.0 if undamped else 0.5) if self.damping is None else self.damping
         sweep = _sequential_sweep if self.schedule == "sequential" else _parallel_sweep
         K_fixed = lax.stop_gradient(K)
         lik_fixed = lax.stop_gradient(likelihood)
@@ -120,9 +123,15 @@ def _cavity(sigma_diag, mu, tau, nu):
 
 
 def _site_update(likelihood, y, tau_cav, nu_cav):
-    """New site parameters matching the tilted moments (GPML eqs. 3.58-3.59)."""
+    """New site parameters matching the tilted moments (GPML eqs. 3.58-3.59).
+
+    For a log-concave likelihood the tilted variance is below the cavity
+    variance, so tau~ > 0.  Otherwise (label noise) tau~ could turn negative,
+    which the stable factorisation of B cannot take: such a site precision is
+    set to 0 (the site is switched off), as GPML's infEP does.
+    """
     _, m_hat, v_hat = likelihood.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)
-    return 1.0 / v_hat - tau_cav, m_hat / v_hat - nu_cav
+    return jnp.maximum(1.0 / v_hat - tau_cav, 0.0), m_hat / v_hat - nu_cav
 
 
 def _parallel_sweep(K, likelihood, y, tau, nu, damping):

@@ -47,6 +47,11 @@ class Laplace(AbstractInference):
     throw: bool = eqx.field(static=True, default=True)
 
     def solve(self, K, likelihood, y, init=None):
+        if not likelihood.log_concave:
+            raise ValueError(
+                f"Laplace's method needs a log-concave likelihood (W >= 0 for the stable factorisation of "
+                f"B = I + W^1/2 K W^1/2); {type(likelihood).__name__} is not. Use gpc.EP() instead."
+            )
         n = K.shape[0]
         K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
         a0 = jnp.zeros(n, dtype=K.dtype) if init is None else _better_start(K, likelihood, y, init)

@@ -14,7 +14,11 @@ class AbstractLikelihood(eqx.Module):
     Subclasses implement the elementwise :meth:`log_prob` (stable for large |f|)
     and :meth:`predictive_probability`.  Derivatives come from automatic
     differentiation of :meth:`log_prob`, so they inherit its stability.
+    ``log_concave`` says whether log p(y|f) is concave in f (W >= 0), which
+    Laplace's method needs.
     """
+
+    log_concave = True
 
     @abc.abstractmethod
     def log_prob(self, y: Float[Array, " n"], f: Float[Array, " n"]) -> Float[Array, " n"]:
