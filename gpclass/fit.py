@@ -60,6 +60,7 @@ def fit(
     ftol: float = 1e-12,
     log_prior: Callable[[AbstractKernel, AbstractLikelihood], Float[Array, ""]] | None = None,
     warm_start: bool = True,
+    key=None,
     verbose: bool = False,
 ) -> FitResult:
     """Maximise log q(y|X, theta) [+ log p(theta)] over the log hyperparameters.
@@ -82,6 +83,8 @@ def fit(
             built from :func:`gpclass.priors.log_gamma`.
         warm_start: start each inner solve from the previous step's solution
             (passed explicitly through the loop state).
+        key: PRNG key for methods with randomness (the same key every step,
+            so the objective stays a deterministic function of theta).
         verbose: print the objective after every step (``jax.debug.print``).
 
     Wrapped in ``eqx.filter_jit``: non-array arguments (``optimizer``,
@@ -109,7 +112,7 @@ def fit(
 
     def negative_objective(log_params, init):
         kernel, likelihood = build(log_params)
-        posterior = solve_posterior(inner, kernel, likelihood, X, y, init if warm_start else None)
+        posterior = solve_posterior(inner, kernel, likelihood, X, y, init if warm_start else None, key)
         value = posterior.log_marginal
         if log_prior is not None:
             value = value + log_prior(kernel, likelihood)
@@ -123,7 +126,7 @@ def fit(
 
     def step(state):
         log_params, opt_state, posterior, value, grad, i, history, _ = state
-        init = posterior.alpha
+        init = posterior.warm_start
         updates, opt_state = optimizer.update(
             grad,
             opt_state,

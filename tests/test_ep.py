@@ -100,13 +100,17 @@ def test_fixed_point_and_log_z_formula(lik, schedule, ionosphere_small):
 
 
 @LIKELIHOODS
-def test_sequential_and_parallel_reach_the_same_fixed_point(lik, pima_small):
+def test_sequential_random_order_and_parallel_reach_the_same_fixed_point(lik, pima_small):
     X, y = pima_small
     kernel = gpc.kernels.SquaredExponential(variance=30.0, lengthscale=2.0)
     seq = infer_jit(gpc.EP(schedule="sequential"), kernel, lik, X, y)
-    par = infer_jit(gpc.EP(schedule="parallel"), kernel, lik, X, y)
-    assert float(seq.log_marginal) == pytest.approx(float(par.log_marginal), abs=1e-6)
-    np.testing.assert_allclose(seq.mean, par.mean, rtol=1e-6, atol=1e-6)
+    for other in [infer_jit(gpc.EP(schedule="parallel"), kernel, lik, X, y),
+                  infer_jit(gpc.EP(order="random"), kernel, lik, X, y, key=jax.random.key(3))]:
+        assert bool(other.info.converged)
+        assert float(seq.log_marginal) == pytest.approx(float(other.log_marginal), abs=1e-6)
+        np.testing.assert_allclose(seq.mean, other.mean, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="PRNG key"):
+        gpc.infer(gpc.EP(order="random"), kernel, lik, X, y)
 
 
 def central_difference(fn, x, h=1e-4):

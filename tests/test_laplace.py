@@ -238,7 +238,7 @@ def test_warm_start_gives_the_same_mode_in_fewer_steps(ionosphere_small):
     kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
     cold = infer_jit(gpc.Laplace(), kernel, LOGISTIC, X, y)
     nearby = gpc.kernels.SquaredExponential(variance=21.0, lengthscale=4.1)
-    warm = infer_jit(gpc.Laplace(), nearby, LOGISTIC, X, y, init=cold.alpha)
+    warm = infer_jit(gpc.Laplace(), nearby, LOGISTIC, X, y, init=cold.warm_start)
     reference = infer_jit(gpc.Laplace(), nearby, LOGISTIC, X, y)
     np.testing.assert_allclose(warm.mean, reference.mean, rtol=1e-9, atol=1e-9)
     assert int(warm.info.num_steps) < int(reference.info.num_steps)

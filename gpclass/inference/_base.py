@@ -27,5 +27,6 @@ class AbstractInference(eqx.Module):
         likelihood: AbstractLikelihood,
         y: Float[Array, " n"],
         init: Float[Array, " n"] | None,
+        key: Array | None = None,
     ) -> dict:
         """Approximate the posterior for prior covariance K, labels y in {-1, +1}."""

@@ -18,6 +18,7 @@ def infer(
     y,
     *,
     init=None,
+    key=None,
 ) -> GaussianPosterior:
     """Approximate the posterior over latent values for training data (X, y).
 
@@ -28,9 +29,10 @@ def infer(
         X: inputs of shape (n, d), finite.
         y: labels of shape (n,) in {-1, +1}; {0, 1} and booleans are accepted
             (0 / False mean -1).
-        init: an optional warm start for the method (for Laplace the vector
-            a = K^-1 f of an earlier solution, ``posterior.alpha``); an explicit
-            argument, never hidden state.
+        init: an optional warm start for the method: ``posterior.warm_start``
+            of an earlier solution by the same method (Laplace: a = K^-1 f;
+            EP: the site parameters); an explicit argument, never hidden state.
+        key: a PRNG key, for methods with randomness (``gpc.EP(order="random")``).
 
     Returns:
         A :class:`GaussianPosterior`; ``.log_marginal`` is differentiable with
@@ -42,10 +44,10 @@ def infer(
     """
     X = check_inputs(X)
     y = check_binary_labels(y, X.shape[0], X.dtype)
-    return solve_posterior(method, kernel, likelihood, X, y, init)
+    return solve_posterior(method, kernel, likelihood, X, y, init, key)
 
 
-def solve_posterior(method, kernel, likelihood, X, y, init) -> GaussianPosterior:
+def solve_posterior(method, kernel, likelihood, X, y, init, key=None) -> GaussianPosterior:
     """:func:`infer` for inputs already checked: X (n, d) finite, y in {-1, +1}."""
-    fields = method.solve(kernel.gram(X), likelihood, y, init)
+    fields = method.solve(kernel.gram(X), likelihood, y, init, key)
     return GaussianPosterior(kernel=kernel, likelihood=likelihood, X=X, **fields)

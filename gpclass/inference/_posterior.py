@@ -1,6 +1,7 @@
 """The Gaussian posterior form every approximate inference method returns."""
 
 import equinox as eqx
+from jaxtyping import PyTree
 
 from .._types import Array, Bool, Float, Int
 from ..kernels import AbstractKernel
@@ -23,6 +24,9 @@ class GaussianPosterior(eqx.Module):
     alpha = grad log p(y|f^) and W = -grad grad log p(y|f^); EP gives the site
     parameters.  ``log_marginal`` is the method's approximation to
     log p(y|X, theta), differentiable with respect to the kernel and likelihood.
+    ``warm_start`` is the method's own state to start a later solve from
+    (Laplace: a = K^-1 f^; EP: the site parameters), passed explicitly as
+    ``gpc.infer(..., init=posterior.warm_start)``.
     """
 
     kernel: AbstractKernel
@@ -34,3 +38,4 @@ class GaussianPosterior(eqx.Module):
     mean: Float[Array, " n"]
     log_marginal: Float[Array, ""]
     info: SolverInfo
+    warm_start: PyTree[Array]

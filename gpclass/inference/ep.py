@@ -34,6 +34,9 @@ class EP(AbstractInference):
             recomputes Sigma from a fresh Cholesky factor after every sweep;
             ``"parallel"`` updates all sites from the current marginals and
             recomputes the posterior once per sweep.
+        order: the site order of the sequential schedule, ``"fixed"`` (1..n)
+            or ``"random"`` (a fresh permutation every sweep, drawn from the
+            explicit ``key`` passed to :func:`gpclass.infer`).
         damping: the fraction of the new site parameters taken in each update
             (1 = undamped).  ``None`` means 1 for the sequential schedule with a
             log-concave likelihood, and 0.5 for the parallel schedule or a
@@ -48,6 +51,7 @@ class EP(AbstractInference):
     """
 
     schedule: str = eqx.field(static=True, default="sequential")
+    order: str = eqx.field(static=True, default="fixed")
     damping: float | None = eqx.field(static=True, default=None)
     tol: float | None = eqx.field(static=True, default=None)
     max_sweeps: int = eqx.field(static=True, default=200)
@@ -56,21 +60,30 @@ class EP(AbstractInference):
     def __check_init__(self):
         if self.schedule not in ("sequential", "parallel"):
             raise ValueError(f"schedule must be 'sequential' or 'parallel'; got {self.schedule!r}.")
+        if self.order not in ("fixed", "random"):
+            raise ValueError(f"order must be 'fixed' or 'random'; got {self.order!r}.")
 
-    def solve(self, K, likelihood, y, init=None):
+    def solve(self, K, likelihood, y, init=None, key=None):
+        if self.order == "random" and key is None:
+            raise ValueError("EP(order='random') needs an explicit PRNG key: gpc.infer(..., key=jax.random.key(0)).")
         n = K.shape[0]
         dtype = K.dtype
         tol = (1e-10 if dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
         undamped = self.schedule == "sequential" and likelihood.log_concave
         damping = (1.0 if undamped else 0.5) if self.damping is None else self.damping
-        sweep = _sequential_sweep if self.schedule == "sequential" else _parallel_sweep
+
+        def sweep(tau, nu, i):
+            if self.schedule == "parallel":
+                return _parallel_sweep(K_fixed, lik_fixed, y, tau, nu, damping)
+            order = jnp.arange(n) if self.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, i), n)
+            return _sequential_sweep(K_fixed, lik_fixed, y, tau, nu, damping, order)
         K_fixed = lax.stop_gradient(K)
         lik_fixed = lax.stop_gradient(likelihood)
         y = lax.stop_gradient(y)
 
         def body(state):
             tau, nu, log_z, i, _, _ = state
-            new_tau, new_nu = sweep(K_fixed, lik_fixed, y, tau, nu, damping)
+            new_tau, new_nu = sweep(tau, nu, i)
             new_log_z = _log_marginal(K_fixed, lik_fixed, y, new_tau, new_nu)
             change = jnp.maximum(
                 jnp.max(jnp.abs(new_tau - tau)) / (1.0 + jnp.max(jnp.abs(new_tau))),
@@ -104,6 +117,7 @@ class EP(AbstractInference):
             mean=K @ alpha,
             log_marginal=_log_marginal(K, likelihood, y, tau, nu, L),
             info=SolverInfo(num_steps=sweeps, converged=converged),
+            warm_start=(tau, nu),
         )
 
 
@@ -141,7 +155,7 @@ def _parallel_sweep(K, likelihood, y, tau, nu, damping):
     return (1.0 - damping) * tau + damping * new_tau, (1.0 - damping) * nu + damping * new_nu
 
 
-def _sequential_sweep(K, likelihood, y, tau, nu, damping):
+def _sequential_sweep(K, likelihood, y, tau, nu, damping, order):
     """One pass of GPML Algorithm 3.5 lines 4-12 as a ``lax.scan``: O(n^2) per site.
 
     Sigma is recomputed from a fresh Cholesky factor at the start of every
@@ -167,7 +181,7 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping):
         Sigma = Sigma - c * jnp.outer(s_i, s_i)
         return (Sigma, mu, tau.at[i].set(new_tau), nu.at[i].set(new_nu)), None
 
-    (_, _, tau, nu), _ = lax.scan(update, (Sigma, mu, tau, nu), jnp.arange(K.shape[0]))
+    (_, _, tau, nu), _ = lax.scan(update, (Sigma, mu, tau, nu), order)
     return tau, nu
 
 

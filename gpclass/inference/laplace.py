@@ -46,7 +46,7 @@ class Laplace(AbstractInference):
     jitter: float = eqx.field(static=True, default=0.0)
     throw: bool = eqx.field(static=True, default=True)
 
-    def solve(self, K, likelihood, y, init=None):
+    def solve(self, K, likelihood, y, init=None, key=None):
         if not likelihood.log_concave:
             raise ValueError(
                 f"Laplace's method needs a log-concave likelihood (W >= 0 for the stable factorisation of "
@@ -55,7 +55,7 @@ class Laplace(AbstractInference):
         n = K.shape[0]
         K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
         a0 = jnp.zeros(n, dtype=K.dtype) if init is None else _better_start(K, likelihood, y, init)
-        f, num_steps, converged = _mode(self, K, likelihood, y, a0)
+        f, num_steps, converged, a = _mode(self, K, likelihood, y, a0)
         if self.throw:
             f = eqx.error_if(
                 f, ~converged, "Laplace: Newton iterations did not converge (raise max_steps, or pass throw=False)."
@@ -73,6 +73,7 @@ class Laplace(AbstractInference):
             mean=f,
             log_marginal=log_marginal,
             info=SolverInfo(num_steps=num_steps, converged=converged),
+            warm_start=lax.stop_gradient(a),
         )
 
 
@@ -158,13 +159,13 @@ def _newton(method: Laplace, K, likelihood, y, a0):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _mode(method: Laplace, K, likelihood, y, a0):
     """The posterior mode f^(K, likelihood), differentiable by the implicit function theorem."""
-    f, _, steps, converged = _newton(method, K, likelihood, y, a0)
-    return f, steps, converged
+    f, a, steps, converged = _newton(method, K, likelihood, y, a0)
+    return f, steps, converged, a
 
 
 def _mode_fwd(method, K, likelihood, y, a0):
-    f, steps, converged = _mode(method, K, likelihood, y, a0)
-    return (f, steps, converged), (K, likelihood, y, f)
+    f, steps, converged, a = _mode(method, K, likelihood, y, a0)
+    return (f, steps, converged, a), (K, likelihood, y, f)
 
 
 def _mode_bwd(method, residuals, cotangents):
