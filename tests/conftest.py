@@ -44,9 +44,3 @@ def toy_data(n=30, d=2, seed=0):
     y = np.where(X[:, 0] + 0.5 * np.sin(3 * X[:, 1]) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
     return X, y
 
-
-# Shared compiled entry points: one compilation per (shapes, method, likelihood) across the suite.
-import equinox as eqx  # noqa: E402
-
-infer_jit = eqx.filter_jit(gpc.infer)
-predict_jit = eqx.filter_jit(gpc.predict)

@@ -10,7 +10,7 @@ from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import gpclass as gpc
-from conftest import infer_jit, predict_jit, toy_data
+from conftest import toy_data
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 LIKELIHOODS = pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
@@ -236,10 +236,10 @@ def test_second_call_does_not_recompile():
 def test_warm_start_gives_the_same_mode_in_fewer_steps(ionosphere_small):
     X, y = ionosphere_small
     kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
-    cold = infer_jit(gpc.Laplace(), kernel, LOGISTIC, X, y)
+    cold = gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y)
     nearby = gpc.kernels.SquaredExponential(variance=21.0, lengthscale=4.1)
-    warm = infer_jit(gpc.Laplace(), nearby, LOGISTIC, X, y, init=cold.warm_start)
-    reference = infer_jit(gpc.Laplace(), nearby, LOGISTIC, X, y)
+    warm = gpc.infer(gpc.Laplace(), nearby, LOGISTIC, X, y, init=cold.warm_start)
+    reference = gpc.infer(gpc.Laplace(), nearby, LOGISTIC, X, y)
     np.testing.assert_allclose(warm.mean, reference.mean, rtol=1e-9, atol=1e-9)
     assert int(warm.info.num_steps) < int(reference.info.num_steps)
 
@@ -247,7 +247,7 @@ def test_warm_start_gives_the_same_mode_in_fewer_steps(ionosphere_small):
 def test_non_convergence_is_reported_or_raised(ionosphere_small):
     X, y = ionosphere_small
     kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
-    post = infer_jit(gpc.Laplace(max_steps=2, throw=False), kernel, LOGISTIC, X, y)
+    post = gpc.infer(gpc.Laplace(max_steps=2, throw=False), kernel, LOGISTIC, X, y)
     assert not bool(post.info.converged) and int(post.info.num_steps) == 2
     with pytest.raises(Exception, match="did not converge"):
         gpc.infer(gpc.Laplace(max_steps=2), kernel, LOGISTIC, X, y)
@@ -255,14 +255,14 @@ def test_non_convergence_is_reported_or_raised(ionosphere_small):
 
 def test_single_case_and_label_codings():
     X = np.array([[0.3]])
-    post = infer_jit(gpc.Laplace(), gpc.kernels.SquaredExponential(variance=2.0), PROBIT, X, np.array([1.0]))
+    post = gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(variance=2.0), PROBIT, X, np.array([1.0]))
     K = np.array([[2.0]])
     assert post.log_marginal == pytest.approx(dense_log_marginal(K, PROBIT, np.ones(1), np.asarray(post.mean)))
     X, y = toy_data(seed=3)
     kernel = gpc.kernels.SquaredExponential()
-    reference = infer_jit(gpc.Laplace(), kernel, LOGISTIC, X, y).log_marginal
+    reference = gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y).log_marginal
     for coded in [(y > 0).astype(int), y > 0, (y > 0).astype(float), y.astype(int)]:
-        assert infer_jit(gpc.Laplace(), kernel, LOGISTIC, X, coded).log_marginal == pytest.approx(reference, rel=1e-14)
+        assert gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, coded).log_marginal == pytest.approx(reference, rel=1e-14)
 
 
 def test_float32_runs_without_nan(ionosphere_small):
@@ -270,9 +270,9 @@ def test_float32_runs_without_nan(ionosphere_small):
     X32, y32 = jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
     kernel = gpc.kernels.SquaredExponential(variance=jnp.float32(4.0), lengthscale=jnp.float32(4.0))
     for lik in (LOGISTIC, PROBIT):
-        post = infer_jit(gpc.Laplace(), kernel, lik, X32, y32)
-        grad = eqx.filter_jit(eqx.filter_grad(lambda k: gpc.infer(gpc.Laplace(), k, lik, X32, y32).log_marginal))(kernel)
-        p = predict_jit(post, X32)
+        post = gpc.infer(gpc.Laplace(), kernel, lik, X32, y32)
+        grad = eqx.filter_grad(lambda k: gpc.infer(gpc.Laplace(), k, lik, X32, y32).log_marginal)(kernel)
+        p = gpc.predict(post, X32)
         assert post.log_marginal.dtype == jnp.float32 and p.dtype == jnp.float32
         leaves = [post.log_marginal, p, *jax.tree.leaves(grad)]
         assert all(bool(jnp.all(jnp.isfinite(v))) for v in leaves)
