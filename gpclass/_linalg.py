@@ -9,6 +9,7 @@ precisions tau~).  Inverting K or W is avoided by factorising
 whose eigenvalues lie in [1, 1 + n max_ij(K_ij) max_i(W_i) / 4].
 """
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
@@ -25,6 +26,35 @@ def factor_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"]) -> Float[Array,
 def half_log_det(L: Float[Array, "n n"]) -> Float[Array, ""]:
     """1/2 log|B| = sum_i log L_ii (GPML eq. 3.32, last term)."""
     return jnp.sum(jnp.log(jnp.diagonal(L)))
+
+
+@jax.custom_vjp
+def half_log_det_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"]) -> Float[Array, ""]:
+    """1/2 log|I + W^1/2 K W^1/2|, with a hand-written reverse mode.
+
+    With S = W^1/2 and B = I + S K S, d(1/2 log|B|) = 1/2 tr(B^-1 dB) gives
+    dK: 1/2 S B^-1 S  and  dS_i: (K S B^-1)_ii.  B^-1 = L^-T L^-1 costs one
+    triangular inverse and one product (about 3 Cholesky factorisations),
+    against about 10 for reverse mode through the Cholesky factorisation.
+    """
+    return half_log_det(factor_b(K, sqrt_w))
+
+
+def _half_log_det_b_fwd(K, sqrt_w):
+    L = factor_b(K, sqrt_w)
+    return half_log_det(L), (K, sqrt_w, L)
+
+
+def _half_log_det_b_bwd(residuals, g):
+    K, sqrt_w, L = residuals
+    L_inv = jsl.solve_triangular(L, jnp.eye(L.shape[0], dtype=L.dtype), lower=True)
+    B_inv = L_inv.T @ L_inv
+    K_bar = 0.5 * g * (sqrt_w[:, None] * B_inv * sqrt_w[None, :])
+    sqrt_w_bar = g * jnp.sum(K * B_inv * sqrt_w[None, :], axis=1)
+    return K_bar, sqrt_w_bar
+
+
+half_log_det_b.defvjp(_half_log_det_b_fwd, _half_log_det_b_bwd)
 
 
 def solve_b(L: Float[Array, "n n"], v: Array) -> Array:

@@ -136,7 +136,15 @@ def fit(
             value_fn=lambda p: negative_objective(p, init)[0],
         )
         log_params = optax.apply_updates(log_params, updates)
-        (new_value, posterior), grad = value_and_grad(log_params, init)
+        cached_value = optax.tree_utils.tree_get(opt_state, "value")
+        if cached_value is None:
+            (new_value, posterior), grad = value_and_grad(log_params, init)
+        else:
+            # A line search (L-BFGS's zoom) already evaluated the objective and its
+            # gradient at the accepted point: reuse them, and solve forward only
+            # (warm-started, no gradient) for the posterior and the next warm start.
+            new_value, grad = cached_value, optax.tree_utils.tree_get(opt_state, "grad")
+            _, posterior = negative_objective(lax.stop_gradient(log_params), init)
         history = history.at[i].set(-new_value)
         grad_norm = max_abs(grad)
         stalled = jnp.abs(new_value - value) <= ftol * (1.0 + jnp.abs(value))
