@@ -11,31 +11,33 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
-# Tolerances keyed by dtype (tinygp's convention).
-TOL = {np.dtype("float32"): 5e-4, np.dtype("float64"): 5e-7}
+
+def standardised_subset(name, seed, n=60):
+    """n standardised cases of a bundled real data set (a real, small problem)."""
+    X, y = gpc.datasets.load(name)
+    idx = np.random.default_rng(seed).permutation(len(y))[:n]
+    return gpc.datasets.standardize(X[idx]), y[idx]
 
 
 @pytest.fixture(scope="session")
 def ionosphere_small():
-    """60 standardised Ionosphere cases (a real, small problem)."""
-    X, y = gpc.datasets.load("ionosphere")
-    rng = np.random.default_rng(1)
-    idx = rng.permutation(len(y))[:60]
-    return gpc.datasets.standardize(X[idx]), y[idx]
+    return standardised_subset("ionosphere", 1)
 
 
 @pytest.fixture(scope="session")
 def pima_small():
-    """60 standardised Pima cases."""
-    X, y = gpc.datasets.load("pima")
-    rng = np.random.default_rng(2)
-    idx = rng.permutation(len(y))[:60]
-    return gpc.datasets.standardize(X[idx]), y[idx]
+    return standardised_subset("pima", 2)
+
+
+def se_kernel(log_variance, log_lengthscale):
+    """The squared-exponential kernel from log hyperparameters (traced values allowed)."""
+    return gpc.kernels.SquaredExponential(variance=jnp.exp(log_variance), lengthscale=jnp.exp(log_lengthscale))
 
 
 def toy_data(n=30, d=2, seed=0):

@@ -7,16 +7,12 @@ import pytest
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from conftest import toy_data
+from conftest import se_kernel, toy_data
 
 LIKELIHOODS = pytest.mark.parametrize(
     "lik", [gpc.likelihoods.Probit(), gpc.likelihoods.Logistic()], ids=["probit", "logistic"]
 )
 SCHEDULES = pytest.mark.parametrize("schedule", ["sequential", "parallel"])
-
-
-def se_kernel(log_variance, log_lengthscale):
-    return gpc.kernels.SquaredExponential(variance=jnp.exp(log_variance), lengthscale=jnp.exp(log_lengthscale))
 
 
 @jax.jit

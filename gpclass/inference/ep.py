@@ -71,15 +71,16 @@ class EP(AbstractInference):
         tol = (1e-10 if dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
         undamped = self.schedule == "sequential" and likelihood.log_concave
         damping = (1.0 if undamped else 0.5) if self.damping is None else self.damping
+        # The sweeps are never differentiated (see the module docstring).
+        K_fixed = lax.stop_gradient(K)
+        lik_fixed = lax.stop_gradient(likelihood)
+        y = lax.stop_gradient(y)
 
         def sweep(tau, nu, i):
             if self.schedule == "parallel":
                 return _parallel_sweep(K_fixed, lik_fixed, y, tau, nu, damping)
             order = jnp.arange(n) if self.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, i), n)
             return _sequential_sweep(K_fixed, lik_fixed, y, tau, nu, damping, order)
-        K_fixed = lax.stop_gradient(K)
-        lik_fixed = lax.stop_gradient(likelihood)
-        y = lax.stop_gradient(y)
 
         def body(state):
             tau, nu, log_z, i, _, _ = state
