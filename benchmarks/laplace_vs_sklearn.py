@@ -4,6 +4,7 @@
     python benchmarks/laplace_vs_sklearn.py --quick              # smoke run (small sizes, 32 small sets)
     python benchmarks/laplace_vs_sklearn.py --sizes 500 1000 --repeats 7 --no-profile
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/laplace_vs_sklearn.py
+    python benchmarks/laplace_vs_sklearn.py --blas-threads 1     # single-threaded BLAS (robust on busy machines)
 
 Everything runs in float64, logistic likelihood, squared-exponential kernel
 k(x, x') = sf^2 exp(-|x - x'|^2 / (2 l^2)), which in scikit-learn is
@@ -22,7 +23,9 @@ Sections
   3. a full ML-II fit from the same start (gpclass.fit with L-BFGS versus
      sklearn's fmin_l_bfgs_b with bounds wide enough not to bind).
   4. throughput: one jax.vmap of gpclass.fit over many small random subsets of
-     usps35 versus a Python loop of sklearn fits.
+     usps35 versus a Python loop of sklearn fits.  Runs in a child process that
+     is killed if it stops using CPU (the jaxlib 0.10.x batched-Cholesky
+     deadlock), then re-run with the XLA flag that avoids it.
   P. (unless --no-profile) where gpclass's time goes: the Newton solve alone,
      the gradient's share, warm starts, single operations, and the number of
      objective evaluations / Newton steps inside gpclass.fit.
@@ -76,6 +79,8 @@ def now():
 def fmt_t(seconds):
     if seconds is None or not np.isfinite(seconds):
         return "n/a"
+    if seconds < 0:  # e.g. compile time = first call - median, when later calls were slowed by a stall
+        return f"-{fmt_t(-seconds)} (noise: later calls slower than the first)"
     if seconds < 1e-3:
         return f"{seconds * 1e6:.0f} us"
     if seconds < 1.0:
@@ -158,11 +163,12 @@ class SklearnCounter:
         return False
 
 
-# Instrumented kernel / likelihood for the profile: a host callback counts, at run
-# time, every Gram matrix built (= one objective evaluation = one inner solve)
-# and every call of likelihood.derivatives (= one per Newton step, one after the
+# Instrumented kernel / likelihood for the profile: host callbacks count, at run
+# time, every Gram matrix built (= one inner solve, with or without gradient),
+# every reverse pass through the Gram matrix (= one gradient evaluation), and
+# every call of likelihood.derivatives (= one per Newton step, one after the
 # mode, one in the implicit-gradient backward pass).
-COUNTS = {"gram": 0, "derivatives": 0}
+COUNTS = {"gram": 0, "grad": 0, "derivatives": 0}
 
 
 def _count(name):
@@ -172,10 +178,27 @@ def _count(name):
     return callback
 
 
+@jax.custom_vjp
+def _tap(K):
+    return K
+
+
+def _tap_fwd(K):
+    return K, None
+
+
+def _tap_bwd(_, K_bar):
+    jax.debug.callback(_count("grad"))
+    return (K_bar,)
+
+
+_tap.defvjp(_tap_fwd, _tap_bwd)
+
+
 class CountingSE(gpc.kernels.SquaredExponential):
     def gram(self, X1, X2=None):
         jax.debug.callback(_count("gram"))
-        return super().gram(X1, X2)
+        return _tap(super().gram(X1, X2))
 
 
 class CountingLogistic(gpc.likelihoods.Logistic):
@@ -239,7 +262,41 @@ def header(args):
     except (OSError, subprocess.SubprocessError):
         pass
     print(f"arguments: {vars(args)}")
+    stall_check()
     print()
+
+
+def stall_check(n=400, calls=10):
+    """Warn when multi-threaded OpenBLAS stalls (several thread pools on few, busy cores).
+
+    numpy and scipy each bring an OpenBLAS with its own thread pool, XLA has
+    another; on a small or loaded machine, a multi-threaded LAPACK call can then
+    wait for descheduled worker threads for hundreds of milliseconds.
+    """
+    from threadpoolctl import threadpool_limits
+
+    A = np.random.default_rng(1).normal(size=(n, n))
+    S = A @ A.T + n * np.eye(n)
+
+    def times():
+        out = []
+        for _ in range(calls):
+            t0 = now()
+            scipy.linalg.cholesky(S, lower=True)
+            np.dot(S, S[:, 0])  # touch numpy's BLAS too, as sklearn does between LAPACK calls
+            out.append(now() - t0)
+        return np.array(out)
+
+    default = times()
+    with threadpool_limits(limits=1):
+        single = times()
+    ratio = np.median(default) / np.median(single)
+    print(f"stall check ({calls} x scipy cholesky {n}x{n} + numpy matvec): current threads median "
+          f"{fmt_t(np.median(default))} (max {fmt_t(default.max())}), 1 BLAS thread median {fmt_t(np.median(single))}"
+          f" -> {ratio:.1f}x")
+    if ratio > 3 or default.max() > 20 * np.median(single):
+        print("  WARNING: multi-threaded OpenBLAS is stalling on this machine right now (thread pools fighting for "
+              "cores); timings below will be dominated by it. Compare with --blas-threads 1.")
 
 
 # --------------------------------------------------------------------------- sections
@@ -385,7 +442,7 @@ def profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_
     for name, fn in ops.items():
         try:
             jax.block_until_ready(fn())
-            op_t[name] = median_time(fn, r)[0]
+            op_t[name] = median_time(fn, r)[1]  # minimum: single operations are what stalls distort most
         except Exception as err:  # a private helper that no longer exists or changed signature
             print(f"    ({name}: skipped, {type(err).__name__}: {str(err)[:80]})")
             op_t[name] = float("nan")
@@ -401,8 +458,11 @@ def profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_
           f"(cold {fmt_t(t_inf)})")
     print(f"    at theta + (0.1, -0.1): Newton steps cold {steps_cold1} / warm {steps_warm1}; "
           f"value_and_grad cold {fmt_t(t_vg_cold1)} / warm {fmt_t(t_vg_warm1)}")
+    # Single operations: minimum over the repeats, in units of the minimum of the jnp Cholesky above.
+    t_chol_min = op_t.get("jnp.linalg.cholesky (symmetrize_input=True)", t_cj)
+    print(f"    single operations (min of {r} calls; 'Chol' = min jnp cholesky {fmt_t(t_chol_min)}):")
     for name, t in op_t.items():
-        print(f"    {name:46s} {fmt_t(t):>10s}  = {t / t_cj:5.2f} Chol")
+        print(f"    {name:46s} {fmt_t(t):>10s}  = {t / t_chol_min:5.2f} Chol")
     sec = f"P n={n}"
     rows.append((sec, "infer (no grad) cold | value_and_grad cold",
                  f"{fmt_t(t_inf)} | {fmt_t(t_gp)}  ({t_inf / t_cj:.1f} | {t_gp / t_cj:.1f} Chol)"))
@@ -443,22 +503,22 @@ def section_fit(X_all, y_all, n, args):
     at_bound = np.any(np.abs(theta_sk) > 0.99 * np.log(BOUNDS[1]))
     gp_obj = float(res.objective)
 
-    evals, newton_total = None, None
-    if args.profile:
-        COUNTS.update(gram=0, derivatives=0)
+    evals, grads, newton_total = None, None, None
+    if args.profile and n <= args.count_max_n:
+        COUNTS.update(gram=0, grad=0, derivatives=0)
         kc = CountingSE(variance=k0.variance, lengthscale=k0.lengthscale)
         jax.block_until_ready(fit_jit(kc, CountingLogistic(), Xj, yj))
-        evals = COUNTS["gram"]
-        # derivatives(): one per Newton step + one after the mode + one in the backward pass;
-        # every evaluation inside fit (including zoom line-search trials) is a value_and_grad.
-        newton_total = COUNTS["derivatives"] - 2 * evals
+        evals, grads = COUNTS["gram"], COUNTS["grad"]
+        # derivatives(): one per Newton step + one after the mode (every solve) + one in the
+        # implicit-gradient backward pass (every gradient evaluation).
+        newton_total = COUNTS["derivatives"] - evals - grads
 
     print(f"  gpclass fit (L-BFGS): first call {fmt_t(t_first)}, second call {fmt_t(t_gp)} -> compile ~"
           f"{fmt_t(compile_fit)}; L-BFGS steps {int(res.num_steps)}, converged {bool(res.converged)}, "
           f"max|grad| {float(res.grad_norm):.1e}")
     if evals is not None:
-        print(f"    (instrumented run) objective evaluations {evals} (value_and_grad each), "
-              f"Newton steps in total {newton_total} ({newton_total / evals:.1f} per evaluation)")
+        print(f"    (instrumented run) inner solves {evals}, of which {grads} with gradient; "
+              f"Newton steps in total {newton_total} ({newton_total / evals:.1f} per solve)")
     print(f"  sklearn fit (fmin_l_bfgs_b): {fmt_t(t_sk)}; lml+grad evaluations {count.evals - 1} in L-BFGS-B "
           f"(+1 value-only at the end), Newton iterations in total {count.cholesky}; bound hit: {bool(at_bound)}")
     print(f"  ratio sklearn/gpclass per fit (gpclass without compile): {t_sk / t_gp:.2f}x; "
@@ -473,7 +533,7 @@ def section_fit(X_all, y_all, n, args):
     add(sec, "RATIO sklearn/gpclass per fit", f"{t_sk / t_gp:.2f}x  (incl. compile {t_sk / t_first:.2f}x)")
     add(sec, "steps/evals gpclass | sklearn",
         f"{int(res.num_steps)} L-BFGS steps"
-        + (f", {evals} evals, {newton_total} Newton" if evals is not None else "")
+        + (f", {evals} solves ({grads} w/ grad), {newton_total} Newton" if evals is not None else "")
         + f" | {count.evals - 1} evals, {count.cholesky} Newton")
     add(sec, "final lml gpclass | sklearn", f"{gp_obj:.6f} | {lml_sk:.6f}  (diff {gp_obj - lml_sk:.1e})")
 
@@ -569,7 +629,7 @@ def section_batch(X_all, y_all, args):
               f"({fmt_t(t_vgb / S)} per set), loop of jit calls {fmt_t(t_vg1)} ({fmt_t(t_vg1 / S)} per set); "
               f"Newton steps per set min {steps_b.min()} mean {steps_b.mean():.1f} max {steps_b.max()} "
               f"(vmap runs max for all); = {t_vgb / t_cb:.0f} batched Choleskys")
-        add(f"P {S}x n={m}", "one value_and_grad: vmap | jit loop", f"{fmt_t(t_vgb)} | {fmt_t(t_vg1)}  "
+        add(f"4 {S}x n={m}", "[profile] one value_and_grad: vmap | jit loop", f"{fmt_t(t_vgb)} | {fmt_t(t_vg1)}  "
             f"(Newton steps mean {steps_b.mean():.1f}, max {steps_b.max()})")
     print(f"  one batched Cholesky of {S} x {m}x{m}: jnp (jit) {fmt_t(t_cb)}, numpy stacked "
           f"{fmt_t(res_c['numpy'][0])}, scipy loop {fmt_t(res_c['scipy loop'][0])}; "
@@ -661,7 +721,7 @@ def section_batch_subprocess(args, argv):
             continue
         SUMMARY.extend(rows)
         if flag:
-            add(rows[0][0] if rows else "4", "XLA_FLAGS for section 4", flag)
+            add(f"4 {args.num_sets}x n={args.set_size}", "XLA_FLAGS for section 4", flag)
         return
 
 
@@ -689,6 +749,9 @@ def main(argv=None):
                         help=f"run section 4 directly with XLA_FLAGS+={SAFE_FLAG} (skip the as-is attempt)")
     parser.add_argument("--hang-seconds", type=float, default=30.0,
                         help="section 4: kill the child when it uses no CPU for this long (default 30)")
+    parser.add_argument("--count-max-n", type=int, default=1000,
+                        help="profile: count evaluations / Newton steps inside gpclass.fit (one extra instrumented "
+                             "fit) only for n <= this (default 1000)")
     parser.add_argument("--_worker4", default=None, help=argparse.SUPPRESS)
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw_argv)
