@@ -9,6 +9,8 @@ The public API is what this module re-exports::
 """
 
 from . import datasets, kernels, likelihoods, metrics, priors
+from .bound import variational_bound
+from .em_ep import EMEPResult, fit_em_ep
 from .fit import FitResult, fit
 from .inference import EP, AbstractInference, GaussianPosterior, Laplace, SolverInfo, infer
 from .likelihoods import mackay_probability
@@ -18,6 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AbstractInference",
+    "EMEPResult",
     "EP",
     "FitResult",
     "GaussianPosterior",
@@ -25,6 +28,7 @@ __all__ = [
     "SolverInfo",
     "datasets",
     "fit",
+    "fit_em_ep",
     "infer",
     "kernels",
     "likelihoods",
@@ -33,4 +37,5 @@ __all__ = [
     "predict",
     "predict_latent",
     "priors",
+    "variational_bound",
 ]

@@ -1,7 +1,9 @@
 """Type-II maximum likelihood (ML-II): fit hyperparameters with optax.
 
 Every floating-point array in the kernel and likelihood is a hyperparameter,
-optimised in log space (all gpclass kernel parameters are positive).  The
+optimised in an unconstrained space: log theta for the positive parameters,
+logit(theta / u) for a parameter with an upper bound u (a module declares
+these in its ``upper_bounds``, e.g. a label-flip rate epsilon < 1/2).  The
 objective is the method's approximate log marginal likelihood, optionally plus
 a log hyperprior, and its gradient comes from ``jax.grad`` through the
 converged inner solution.  The optimiser runs inside ``lax.while_loop``, so
@@ -95,20 +97,17 @@ def fit(
     if gtol is None:
         gtol = 1e-5 if X.dtype == jnp.float64 else 1e-2
     params, static = eqx.partition((kernel, likelihood), eqx.is_inexact_array)
-    params = jax.tree.map(
-        lambda p: eqx.error_if(p, jnp.any(p <= 0), "fit optimises log hyperparameters: all must be positive."),
-        params,
-    )
     if not jax.tree.leaves(params):
         raise ValueError("fit: the kernel and likelihood have no floating-point parameters to fit.")
-    log_params = jax.tree.map(jnp.log, params)
+    to_free, from_free = parameter_transforms(params, (kernel, likelihood))
+    log_params = to_free(params)
     # Line searches probe extreme hyperparameters where the inner solver may fail;
     # there the objective is -inf (an infeasible point the line search backs off
     # from) instead of an exception.  The returned posterior reports convergence.
     inner = dataclasses.replace(method, throw=False)
 
     def build(log_params):
-        return eqx.combine(jax.tree.map(jnp.exp, log_params), static)
+        return eqx.combine(from_free(log_params), static)
 
     def negative_objective(log_params, init):
         kernel, likelihood = build(log_params)
@@ -171,3 +170,40 @@ def fit(
         grad_norm=grad_norm,
         converged=(grad_norm <= gtol) & posterior.info.converged,
     )
+
+
+def parameter_transforms(params, tree):
+    """Maps between hyperparameters and unconstrained coordinates, leaf by leaf.
+
+    A parameter in (0, inf) maps to log theta; one with a declared upper
+    bound u (``upper_bounds = {"field": u}`` on its module, e.g.
+    ``LabelNoise.epsilon < 1/2``) maps to logit(theta / u).  ``params`` is the
+    array part of ``tree``; out-of-range values raise (inside jit too).
+    """
+    bounded = {}
+    for node in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, eqx.Module) and hasattr(x, "upper_bounds")):
+        for name, bound in getattr(node, "upper_bounds", {}).items():
+            bounded[id(getattr(node, name))] = bound
+    leaves, treedef = jax.tree.flatten(params)
+    bounds = [bounded.get(id(leaf), None) for leaf in leaves]
+
+    def check(p, u):
+        upper = jnp.inf if u is None else u
+        return eqx.error_if(
+            p, jnp.any((p <= 0) | (p >= upper)), f"fit: every hyperparameter must lie in (0, {upper}) (log/logit space)."
+        )
+
+    def to_free(params):
+        out = []
+        for p, u in zip(jax.tree.leaves(params), bounds):
+            p = check(p, u)
+            out.append(jnp.log(p) if u is None else jnp.log(p / u) - jnp.log1p(-p / u))
+        return jax.tree.unflatten(treedef, out)
+
+    def from_free(free):
+        return jax.tree.unflatten(
+            treedef,
+            [jnp.exp(x) if u is None else u * jax.nn.sigmoid(x) for x, u in zip(jax.tree.leaves(free), bounds)],
+        )
+
+    return to_free, from_free

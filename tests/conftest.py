@@ -46,3 +46,21 @@ def toy_data(n=30, d=2, seed=0):
     y = np.where(X[:, 0] + 0.5 * np.sin(3 * X[:, 1]) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
     return X, y
 
+
+
+def central_difference(fn, x, h=1e-4):
+    """Central finite differences of a scalar function of a vector (truncation error O(h^2))."""
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    return np.array([(fn(x + h * e) - fn(x - h * e)) / (2 * h) for e in np.eye(len(x))])
+
+
+def brute_force_log_z(K, lik, y, nodes=60):
+    """log int prod_i p(y_i|f_i) N(f|0, K) df by a tensor Gauss-Hermite rule (n <= 3, smooth likelihoods)."""
+    n = len(y)
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / np.sqrt(2 * np.pi)
+    grids = np.meshgrid(*([z] * n), indexing="ij")
+    F = np.stack(grids, -1).reshape(-1, n) @ np.linalg.cholesky(K).T
+    W = np.prod(np.stack(np.meshgrid(*([w] * n), indexing="ij"), -1).reshape(-1, n), axis=1)
+    log_lik = np.asarray(lik.log_prob(jnp.asarray(np.tile(y, (len(F), 1))), jnp.asarray(F))).sum(1)
+    return np.log(np.sum(W * np.exp(log_lik)))

@@ -7,7 +7,7 @@ import pytest
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from conftest import se_kernel, toy_data
+from conftest import brute_force_log_z, central_difference, se_kernel, toy_data
 
 LIKELIHOODS = pytest.mark.parametrize(
     "lik", [gpc.likelihoods.Probit(), gpc.likelihoods.Logistic()], ids=["probit", "logistic"]
@@ -29,18 +29,6 @@ def sites_of(post, K):
     Sigma = np.linalg.inv(np.linalg.inv(K) + np.diag(tau))
     mu = np.asarray(post.mean)
     return tau, np.linalg.solve(Sigma, mu), Sigma, mu
-
-
-def brute_force_log_z(K, lik, y, nodes=60):
-    """log int prod_i p(y_i|f_i) N(f|0, K) df by a tensor Gauss-Hermite rule (n <= 3)."""
-    n = len(y)
-    z, w = np.polynomial.hermite_e.hermegauss(nodes)
-    w = w / np.sqrt(2 * np.pi)
-    grids = np.meshgrid(*([z] * n), indexing="ij")
-    F = np.stack(grids, -1).reshape(-1, n) @ np.linalg.cholesky(K).T
-    W = np.prod(np.stack(np.meshgrid(*([w] * n), indexing="ij"), -1).reshape(-1, n), axis=1)
-    log_lik = np.asarray(lik.log_prob(jnp.asarray(np.tile(y, (len(F), 1))), jnp.asarray(F))).sum(1)
-    return np.log(np.sum(W * np.exp(log_lik)))
 
 
 @LIKELIHOODS
@@ -107,11 +95,6 @@ def test_sequential_random_order_and_parallel_reach_the_same_fixed_point(lik, pi
         np.testing.assert_allclose(seq.mean, other.mean, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="PRNG key"):
         gpc.infer(gpc.EP(order="random"), kernel, lik, X, y)
-
-
-def central_difference(fn, x, h=1e-4):
-    x = np.atleast_1d(np.asarray(x, dtype=float))
-    return np.array([(fn(x + h * e) - fn(x - h * e)) / (2 * h) for e in np.eye(len(x))])
 
 
 @pytest.mark.parametrize(

@@ -108,5 +108,24 @@ def test_fit_does_not_recompile_and_rejects_non_positive_parameters():
     run(*toy_data(n=30, seed=7))
     run(*toy_data(n=30, seed=8))
     assert len(traces) == 1
-    with pytest.raises(Exception, match="positive"):
+    with pytest.raises(Exception, match=r"must lie in \(0, inf\)"):
         gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(variance=-1.0), LOGISTIC, *toy_data(n=5), max_steps=1)
+
+
+def test_fit_keeps_the_label_flip_rate_below_one_half():
+    """epsilon is fitted as logit(2 epsilon): it stays in (0, 1/2), and the optimum is stationary in epsilon."""
+    X, y = toy_data(n=30, seed=3)
+    y[:3] *= -1
+    lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=0.2)
+    result = gpc.fit(gpc.EP(), START, lik, X, y)
+    eps = float(result.likelihood.epsilon)
+    assert bool(result.converged) and 0.0 < eps < 0.5
+
+    def evidence(e):
+        noisy = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=e)
+        return float(gpc.infer(gpc.EP(), result.kernel, noisy, X, y).log_marginal)
+
+    slope = (evidence(eps + 1e-5) - evidence(eps - 1e-5)) / 2e-5
+    assert abs(slope * eps * (1 - 2 * eps)) < 1e-4  # d objective / d logit(2 eps)
+    with pytest.raises(Exception, match=r"must lie in \(0, 0.5\)"):
+        gpc.fit(gpc.EP(), START, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.6), X, y, max_steps=1)

@@ -10,7 +10,7 @@ from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import gpclass as gpc
-from conftest import se_kernel, toy_data
+from conftest import central_difference, se_kernel, toy_data
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 LIKELIHOODS = pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
@@ -107,16 +107,6 @@ def test_stiff_hyperparameters_converge(lik, log_sigma_f, ionosphere_small):
 
 
 # --- gradients ------------------------------------------------------------------------------------
-
-
-def central_difference(fn, x, h=1e-4):
-    x = np.atleast_1d(np.asarray(x, dtype=float))
-    out = np.empty_like(x)
-    for i in range(len(x)):
-        e = np.zeros_like(x)
-        e[i] = h
-        out[i] = (fn(x + e) - fn(x - e)) / (2 * h)
-    return out
 
 
 @pytest.mark.parametrize("regime", [(np.log(2.0), np.log(2.5)), (6.0, np.log(3.0))], ids=["moderate", "stiff"])

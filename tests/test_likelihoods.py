@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import mpmath
 import numpy as np
 import pytest
 from scipy import integrate, special, stats
@@ -90,15 +91,22 @@ def test_mackay_approximation_is_close_but_not_exact():
 
 
 def np_likelihood(name, epsilon, y, f):
-    """p(y|f) in numpy/scipy, independent of the library: probit or logistic, with label noise epsilon."""
-    base = special.ndtr(y * f) if name == "probit" else special.expit(y * f)
+    """p(y|f) in numpy/scipy, independent of the library: probit, logistic or step, with label noise epsilon."""
+    base = {"probit": special.ndtr, "logistic": special.expit, "heaviside": lambda z: (z > 0) * 1.0}[name](y * f)
     return epsilon + (1 - 2 * epsilon) * base
 
 
-@pytest.mark.parametrize("name", ["probit", "logistic"])
+LIKELIHOOD_CLASSES = {
+    "probit": gpc.likelihoods.Probit,
+    "logistic": gpc.likelihoods.Logistic,
+    "heaviside": gpc.likelihoods.Heaviside,
+}
+
+
+@pytest.mark.parametrize("name", ["probit", "logistic", "heaviside"])
 def test_tilted_moments_match_quadrature(name):
     """log Z, mean and variance of p(y|f) N(f|m, v) / Z (GPML eq. 3.57), including label noise (K&G eq. 9)."""
-    base = gpc.likelihoods.Probit() if name == "probit" else gpc.likelihoods.Logistic()
+    base = LIKELIHOOD_CLASSES[name]()
     grid = [(v, m, y) for v in [1e-3, 0.5, 2.0, 150.0] for m in [-15.0, -1.0, 0.0, 2.5] for y in [1.0, -1.0]]
     var, mean, y = (np.array(c) for c in zip(*grid))
     for epsilon, lik in [(0.0, base), (0.07, gpc.likelihoods.LabelNoise(base, epsilon=0.07))]:
@@ -110,6 +118,19 @@ def test_tilted_moments_match_quadrature(name):
                 return z**k * np_likelihood(name, epsilon, y_i, m_i + s * z) * stats.norm.pdf(z)
 
             z0 = -m_i / s
+            if name == "heaviside" and epsilon == 0.0:
+                # A truncated Gaussian, far in the tail (|z0| up to 474) where double-precision quadrature
+                # sees 0: the textbook truncated-normal moments of y f ~ N(y m, s^2) on y f > 0, in 50 digits.
+                with mpmath.workdps(50):
+                    alpha = -y_i * mpmath.mpf(m_i) / s  # the truncation point of y f in standard units
+                    tail = mpmath.ncdf(-alpha)
+                    lam = mpmath.npdf(alpha) / tail
+                    mean_ref = m_i + y_i * s * lam
+                    var_ref = s**2 * (1 + alpha * lam - lam**2)
+                    assert log_z[i] == pytest.approx(float(mpmath.log(tail)), rel=1e-12)
+                    assert m_hat[i] == pytest.approx(float(mean_ref), rel=1e-9, abs=1e-9 * s)
+                    assert v_hat[i] == pytest.approx(float(var_ref), rel=1e-7)
+                continue
             points = [z0] if -30 < z0 < 30 else None
             m = [integrate.quad(density, -30, 30, args=(k,), points=points, limit=300, epsabs=0, epsrel=1e-12)[0]
                  for k in range(3)]
@@ -128,3 +149,29 @@ def test_label_noise_likelihood():
     assert float(jnp.min(W)) < 0  # not log-concave: Laplace refuses it
     np.testing.assert_allclose(lik.predictive_probability(jnp.array([0.5]), jnp.array([2.0])),
                                0.1 + 0.8 * special.ndtr(0.5 / np.sqrt(3.0)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["probit", "logistic", "heaviside"])
+def test_expected_log_likelihood_matches_quadrature(name):
+    """E[log p(y|f)] under N(m, v): the data term of the variational bound (Gauss-Hermite or closed form)."""
+    lik = gpc.likelihoods.LabelNoise(LIKELIHOOD_CLASSES[name](), epsilon=0.07)
+    grid = [(v, m, y) for v in [1e-3, 0.5, 4.0, 150.0] for m in [-4.0, 0.3, 2.5] for y in [1.0, -1.0]]
+    var, mean, y = (np.array(c) for c in zip(*grid))
+    got = np.asarray(lik.expected_log_prob(jnp.asarray(y), jnp.asarray(mean), jnp.asarray(var)))
+    for i, (v_i, m_i, y_i) in enumerate(grid):
+        s = np.sqrt(v_i)
+        integrand = lambda z: np.log(np_likelihood(name, 0.07, y_i, m_i + s * z)) * stats.norm.pdf(z)
+        z0 = -m_i / s
+        want = integrate.quad(integrand, -30, 30, points=[z0] if -30 < z0 < 30 else None, limit=500,
+                              epsabs=1e-13, epsrel=1e-13)[0]
+        assert got[i] == pytest.approx(want, rel=1e-8, abs=1e-10)
+
+
+def test_heaviside_is_refused_by_laplace_and_infinite_outside_its_support():
+    lik = gpc.likelihoods.Heaviside()
+    np.testing.assert_array_equal(lik.log_prob(jnp.array([1.0, -1.0]), jnp.array([0.5, 0.5])), [0.0, -np.inf])
+    assert float(lik.expected_log_prob(jnp.ones(1), jnp.ones(1), jnp.ones(1))[0]) == -np.inf
+    np.testing.assert_allclose(lik.predictive_probability(jnp.array([0.5, -1.0]), jnp.array([2.0, 0.0])),
+                               [special.ndtr(0.5 / np.sqrt(2.0)), 0.0])
+    with pytest.raises(ValueError, match="log-concave"):
+        gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(), lik, np.zeros((2, 1)), np.array([1, -1]))

@@ -9,10 +9,19 @@ from ..likelihoods import AbstractLikelihood
 
 
 class SolverInfo(eqx.Module):
-    """Diagnostics of the inner solver: steps taken and whether the tolerance was met."""
+    """Diagnostics of the inner solver.
+
+    ``num_steps``: Newton steps (Laplace) or sweeps (EP) taken.  ``converged``:
+    whether the tolerance was met.  ``max_change``: the size of the last
+    update, relative as in the convergence test: for Laplace the largest
+    component of the last full Newton step in f, over 1 + max |f|; for EP the
+    largest change of a site parameter (tau~ or nu~) in the last sweep, over
+    1 + max |tau~| (resp. |nu~|).
+    """
 
     num_steps: Int[Array, ""]
     converged: Bool[Array, ""]
+    max_change: Float[Array, ""]
 
 
 class GaussianPosterior(eqx.Module):

@@ -117,7 +117,7 @@ class EP(AbstractInference):
             chol=L,
             mean=K @ alpha,
             log_marginal=_log_marginal(K, likelihood, y, tau, nu, L),
-            info=SolverInfo(num_steps=sweeps, converged=converged),
+            info=SolverInfo(num_steps=sweeps, converged=converged, max_change=change),
             warm_start=(tau, nu),
         )
 

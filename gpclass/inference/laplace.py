@@ -55,7 +55,7 @@ class Laplace(AbstractInference):
         n = K.shape[0]
         K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
         a0 = jnp.zeros(n, dtype=K.dtype) if init is None else _better_start(K, likelihood, y, init)
-        f, num_steps, converged, a = _mode(self, K, likelihood, y, a0)
+        f, num_steps, converged, a, max_change = _mode(self, K, likelihood, y, a0)
         if self.throw:
             f = eqx.error_if(
                 f, ~converged, "Laplace: Newton iterations did not converge (raise max_steps, or pass throw=False)."
@@ -73,7 +73,7 @@ class Laplace(AbstractInference):
             chol=L,
             mean=f,
             log_marginal=log_marginal,
-            info=SolverInfo(num_steps=num_steps, converged=converged),
+            info=SolverInfo(num_steps=num_steps, converged=converged, max_change=max_change),
             warm_start=lax.stop_gradient(a),
         )
 
@@ -110,7 +110,7 @@ def _newton_direction(K, likelihood, y, a, f):
 
 
 def _newton(method: Laplace, K, likelihood, y, a0):
-    """Damped Newton iterations in ``lax.while_loop``; returns (f^, a^, steps, converged)."""
+    """Damped Newton iterations in ``lax.while_loop``; returns (f^, a^, steps, converged, last step size)."""
     eps = jnp.finfo(K.dtype).eps
     rtol = jnp.sqrt(eps) if method.rtol is None else method.rtol
     psi0, f0 = _psi(K, likelihood, y, a0)
@@ -127,14 +127,15 @@ def _newton(method: Laplace, K, likelihood, y, a0):
         return t, psi_t, f_t, k + 1, da, a, psi, noise
 
     def step(state):
-        a, f, psi, i, _, _ = state
+        a, f, psi, i, _, _, _ = state
         da, noise = _newton_direction(K, likelihood, y, a, f)
         psi_t, f_t = _psi(K, likelihood, y, a + da)
         # Converged when the full Newton step is small (then it is taken whatever
         # Psi says, as Psi cannot resolve such a step); otherwise halve the step
         # until Psi does not decrease: the Newton direction ascends Psi (concave
         # for log-concave likelihoods), so some t in {1, 1/2, 1/4, ...} works.
-        small = jnp.max(jnp.abs(f_t - f)) <= rtol * (1.0 + jnp.max(jnp.abs(f_t)))
+        change = jnp.max(jnp.abs(f_t - f)) / (1.0 + jnp.max(jnp.abs(f_t)))
+        small = change <= rtol
         t, psi_t, f_t, *_ = lax.while_loop(
             lambda s: ~small & ~acceptable(s[1], s[6], s[7]) & (s[3] < method.max_halvings),
             halve,
@@ -146,27 +147,30 @@ def _newton(method: Laplace, K, likelihood, y, a0):
         psi_next = jnp.where(accepted, psi_t, psi)
         converged = small & jnp.isfinite(psi_t)
         # A step that cannot be accepted at any length ends the iterations unconverged.
-        return a_next, f_next, psi_next, i + 1, converged | ~accepted, converged
+        return a_next, f_next, psi_next, i + 1, converged | ~accepted, converged, change
 
     def keep_going(state):
-        _, _, _, i, done, _ = state
+        _, _, _, i, done, _, _ = state
         return ~done & (i < method.max_steps)
 
     false = jnp.asarray(False)
-    a, f, psi, steps, _, converged = lax.while_loop(keep_going, step, (a0, f0, psi0, 0, false, false))
-    return f, a, steps, converged
+    inf = jnp.asarray(jnp.inf, a0.dtype)
+    a, f, psi, steps, _, converged, change = lax.while_loop(
+        keep_going, step, (a0, f0, psi0, 0, false, false, inf)
+    )
+    return f, a, steps, converged, change
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _mode(method: Laplace, K, likelihood, y, a0):
     """The posterior mode f^(K, likelihood), differentiable by the implicit function theorem."""
-    f, a, steps, converged = _newton(method, K, likelihood, y, a0)
-    return f, steps, converged, a
+    f, a, steps, converged, change = _newton(method, K, likelihood, y, a0)
+    return f, steps, converged, a, change
 
 
 def _mode_fwd(method, K, likelihood, y, a0):
-    f, steps, converged, a = _mode(method, K, likelihood, y, a0)
-    return (f, steps, converged, a), (K, likelihood, y, f)
+    f, steps, converged, a, change = _mode(method, K, likelihood, y, a0)
+    return (f, steps, converged, a, change), (K, likelihood, y, f)
 
 
 def _mode_bwd(method, residuals, cotangents):

@@ -1,7 +1,18 @@
 """Covariance functions: evaluate one pair of points; ``+`` and ``*`` compose them."""
 
-from ._base import AbstractKernel, Product, Sum
+from ._base import AbstractKernel, OnDims, Product, Sum
+from ._categorical import CategoricalOverlap
 from ._simple import Constant, Linear, White
 from ._stationary import SquaredExponential
 
-__all__ = ["AbstractKernel", "Constant", "Linear", "Product", "SquaredExponential", "Sum", "White"]
+__all__ = [
+    "AbstractKernel",
+    "CategoricalOverlap",
+    "Constant",
+    "Linear",
+    "OnDims",
+    "Product",
+    "SquaredExponential",
+    "Sum",
+    "White",
+]

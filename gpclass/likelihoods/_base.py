@@ -4,8 +4,15 @@ import abc
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from .._types import Array, Float
+
+# Gauss-Legendre panels for expected log-likelihoods (see AbstractLikelihood.expected_log_prob).
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(64)
+_Z_RANGE = 10.0  # standard deviations covered; the Gaussian mass beyond is 1.5e-23
+_F_TRANSITION = 10.0  # |f| below which a sigmoid-type log-likelihood bends
 
 
 class AbstractLikelihood(eqx.Module):
@@ -37,6 +44,35 @@ class AbstractLikelihood(eqx.Module):
         without it cannot be used with EP.
         """
         raise NotImplementedError(f"{type(self).__name__} has no tilted moments: it cannot be used with EP.")
+
+    def expected_log_prob(
+        self, y: Float[Array, " n"], mean: Float[Array, " n"], var: Float[Array, " n"]
+    ) -> Float[Array, " n"]:
+        """E[log p(y_i|f_i)] under f_i ~ N(mean_i, var_i): the data term of a variational bound.
+
+        By default three 64-node Gauss-Legendre panels in z = (f - mean) / std
+        over [-10, 10], split where f enters and leaves [-10, 10]: a sigmoid
+        log-likelihood bends only there, so each panel integrates a smooth
+        function whatever the variance (Gauss-Hermite alone loses digits when
+        std >> 1: 1e-3 relative at std 12 with label noise).  Measured against
+        adaptive quadrature: relative error below 1e-9 for probit with and
+        without label noise, means in [-40, 3] and variances in [1e-12, 1e4].
+        Subclasses with a closed form override it.
+        """
+        nodes = jnp.asarray(_GL_NODES, mean.dtype)
+        weights = jnp.asarray(_GL_WEIGHTS, mean.dtype)
+        std = jnp.sqrt(var)
+        safe_std = jnp.where(std > 0, std, 1.0)
+        a = jnp.clip((-_F_TRANSITION - mean) / safe_std, -_Z_RANGE, _Z_RANGE)
+        b = jnp.clip((_F_TRANSITION - mean) / safe_std, -_Z_RANGE, _Z_RANGE)
+        total = jnp.zeros_like(mean)
+        for lo, hi in [(-_Z_RANGE, a), (a, b), (b, _Z_RANGE)]:
+            half = 0.5 * (hi - lo)
+            z = half[..., None] * nodes + (0.5 * (hi + lo))[..., None]
+            density = jnp.exp(-0.5 * z**2) / jnp.sqrt(2.0 * jnp.pi)
+            log_p = self.log_prob(y[:, None], mean[:, None] + std[:, None] * z)
+            total = total + half * jnp.sum(weights * density * log_p, axis=-1)
+        return total
 
     def derivatives(
         self, y: Float[Array, " n"], f: Float[Array, " n"]

@@ -5,13 +5,14 @@ import jax.numpy as jnp
 
 from .._types import Array, Float
 from ._base import AbstractLikelihood
+from ._heaviside import Heaviside
 
 
 class LabelNoise(AbstractLikelihood):
     """p(y|f) = epsilon + (1 - 2 epsilon) p_base(y|f)  (Kim & Ghahramani eq. 9 with p_base = Phi).
 
     ``epsilon`` in [0, 1/2) is the label-flip rate and a differentiable
-    hyperparameter.  The likelihood is not log-concave (W = -d^2 log p / df^2
+    hyperparameter (``gpc.fit`` keeps it in (0, 1/2) by a logit transform).  The likelihood is not log-concave (W = -d^2 log p / df^2
     can be negative), so Laplace's method refuses it; EP handles it exactly
     through the closed-form mixture moments of :meth:`tilted_moments`.
     """
@@ -19,6 +20,7 @@ class LabelNoise(AbstractLikelihood):
     base: AbstractLikelihood
     epsilon: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.05)
     log_concave = False
+    upper_bounds = {"epsilon": 0.5}  # gpc.fit optimises logit(2 epsilon)
 
     def log_prob(self, y, f):
         return jnp.logaddexp(jnp.log(self.epsilon), jnp.log1p(-2.0 * self.epsilon) + self.base.log_prob(y, f))
@@ -33,6 +35,17 @@ class LabelNoise(AbstractLikelihood):
         tilted_mean = pa * mean + pb * mean_b
         tilted_var = pa * (var + (mean - tilted_mean) ** 2) + pb * (var_b + (mean_b - tilted_mean) ** 2)
         return log_z, tilted_mean, tilted_var
+
+    def expected_log_prob(self, y, mean, var):
+        """Closed form for a step-function base (Kim & Ghahramani's model):
+        P(y f > 0) log(1 - eps) + P(y f <= 0) log eps; quadrature otherwise."""
+        if not isinstance(self.base, Heaviside):
+            return super().expected_log_prob(y, mean, var)
+        p_right = self.base.predictive_probability(y * mean, var)
+        # 0 * log 0 = 0: an empty side contributes nothing.
+        right = jnp.where(p_right > 0, p_right * jnp.log1p(-self.epsilon), 0.0)
+        wrong = jnp.where(p_right < 1, (1.0 - p_right) * jnp.log(self.epsilon), 0.0)
+        return right + wrong
 
     def predictive_probability(self, mean, var):
         return self.epsilon + (1.0 - 2.0 * self.epsilon) * self.base.predictive_probability(mean, var)

@@ -1,45 +1,72 @@
 """The probit (cumulative Gaussian) likelihood."""
 
 import jax.numpy as jnp
-from jax.scipy.special import log_ndtr, ndtr
-from jax.scipy.stats import norm
+import numpy as np
+from jax.scipy.special import erfcx, ndtr
 
 from ._base import AbstractLikelihood
+
+_SQRT2 = float(np.sqrt(2.0))
+_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+
+
+def log_cdf(z):
+    """log Phi(z), accurate in both tails.
+
+    Below 0, Phi(z) = erfcx(-z/sqrt 2) exp(-z^2/2) / 2 (scaled complementary
+    error function: no underflow, full relative accuracy); above 0,
+    log1p(-Phi(-z)) keeps the tiny value log Phi(z) accurate.
+    """
+    positive = z > 0
+    # Each branch sees only arguments where it is finite, so gradients stay finite too.
+    upper = jnp.log1p(-ndtr(-jnp.where(positive, z, 1.0)))
+    z_lower = jnp.where(positive, -1.0, z)
+    lower = jnp.log(0.5 * erfcx(-z_lower / _SQRT2)) - 0.5 * z_lower**2
+    return jnp.where(positive, upper, lower)
+
+
+def inverse_mills_ratio(z):
+    """r(z) = N(z) / Phi(z) = sqrt(2/pi) / erfcx(-z/sqrt 2), accurate for every z (r ~ -z as z -> -inf)."""
+    return _SQRT_2_OVER_PI / erfcx(-z / _SQRT2)
+
+
+def gaussian_cdf_tilted_moments(y, mean, var, scale_sq):
+    """Moments of Phi(y f / s) N(f|mean, var) / Z with s^2 = scale_sq - var (GPML eqs. 3.58).
+
+    Z = Phi(z), z = y mean / sqrt(scale_sq); the probit has s = 1
+    (scale_sq = 1 + var), the step function s -> 0 (scale_sq = var).  The
+    ratio r = N(z) / Phi(z) is formed in log space, so far in the tail
+    (z << 0, where r ~ -z) the moments keep their accuracy.
+    """
+    scale = jnp.sqrt(scale_sq)
+    z = y * mean / scale
+    log_z = log_cdf(z)
+    r = inverse_mills_ratio(z)
+    tilted_mean = mean + y * var * r / scale
+    tilted_var = var - var**2 * r * (z + r) / scale_sq
+    return log_z, tilted_mean, tilted_var
 
 
 class Probit(AbstractLikelihood):
     """p(y|f) = Phi(y f)  (GPML eq. 3.4 with the cumulative Gaussian).
 
-    log Phi(z) uses ``log_ndtr`` (an asymptotic series keeps it finite for very
-    negative z) and log1p(-Phi(-z)) for z > 0, which keeps full relative
-    accuracy where log Phi(z) is tiny.  The ratio phi(z)/Phi(z) is formed in
-    log space, so the derivatives stay accurate deep in both tails.
+    log Phi(z) and the ratio phi(z)/Phi(z) come from the scaled complementary
+    error function erfcx for z < 0 and from log1p(-Phi(-z)) for z > 0, so the
+    value and the derivatives keep full relative accuracy deep in both tails.
     """
 
     def log_prob(self, y, f):
-        z = y * f
-        positive = z > 0
-        # Each branch sees only arguments where it is finite, so gradients stay finite too.
-        upper = jnp.log1p(-ndtr(-jnp.where(positive, z, 1.0)))
-        lower = log_ndtr(jnp.where(positive, -1.0, z))
-        return jnp.where(positive, upper, lower)
+        return log_cdf(y * f)
 
     def derivatives(self, y, f):
         """GPML Table 3.1: d log p = y r, W = r (z + r) with z = y f and r = phi(z) / Phi(z)."""
         z = y * f
-        log_p = self.log_prob(y, f)
-        r = jnp.exp(norm.logpdf(z) - log_p)
-        return log_p, y * r, r * (z + r)
+        r = inverse_mills_ratio(z)
+        return log_cdf(z), y * r, r * (z + r)
 
     def tilted_moments(self, y, mean, var):
         """GPML eq. 3.58 with z = y mean / sqrt(1 + var) and r = N(z) / Phi(z) formed in log space."""
-        scale = jnp.sqrt(1.0 + var)
-        z = y * mean / scale
-        log_z = self.log_prob(jnp.ones_like(z), z)
-        r = jnp.exp(norm.logpdf(z) - log_z)
-        tilted_mean = mean + y * var * r / scale
-        tilted_var = var - var**2 * r * (z + r) / (1.0 + var)
-        return log_z, tilted_mean, tilted_var
+        return gaussian_cdf_tilted_moments(y, mean, var, 1.0 + var)
 
     def predictive_probability(self, mean, var):
         """Exact: int Phi(f) N(f|mean, var) df = Phi(mean / sqrt(1 + var))  (GPML eq. 3.82)."""

@@ -1,0 +1,198 @@
+"""EM-EP: hyperparameters by expectation-maximisation with an EP E-step (Kim & Ghahramani 2006).
+
+E-step: EP at the current hyperparameters gives q(f) = N(mu, A) (their eq. 11).
+M-step: with q fixed, the covariance hyperparameters maximise the variational
+bound F (eqs. 13-16), whose kernel-dependent part is
+
+    E_q[log N(f|0, C)] = -1/2 log|2 pi C| - 1/2 mu^T C^-1 mu - 1/2 tr(C^-1 A)   (eq. 16)
+
+with gradient eq. 17 (here by autodiff, q held fixed), and the label-flip rate
+is set to eps = r / n, r the number of training cases whose posterior mean has
+the wrong sign (eq. 18 and the appendix).  The two steps alternate until the
+EP approximation of log p(y|X, theta) stops changing.
+
+EM-EP maximises neither the EP evidence nor F exactly: its fixed points are
+where theta maximises F at the EP posterior for theta itself.  Compare it with
+direct maximisation of the EP evidence, ``gpc.fit(gpc.EP(), ...)``.
+"""
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+import optax.tree_utils as otu
+from jax import lax
+
+from ._types import Array, Bool, Float, Int
+from ._validation import check_binary_labels, check_inputs
+from .bound import expected_log_prior, posterior_covariance, variational_bound
+from .fit import parameter_transforms
+from .inference import EP, GaussianPosterior
+from .inference._infer import solve_posterior
+from .kernels import AbstractKernel
+from .likelihoods import AbstractLikelihood, LabelNoise
+
+
+class EMEPResult(eqx.Module):
+    """The hyperparameters EM-EP converged to, and the record of its iterations.
+
+    ``log_marginal`` is the EP approximation of log p(y|X, theta) (GPML eq.
+    3.65) at the final hyperparameters and ``bound`` the variational bound F
+    there; ``history[i]`` is log_marginal after EM step i + 1 (NaN past
+    ``num_steps``).  ``converged`` means log_marginal changed by at most
+    ``tol (1 + |log_marginal|)`` in the last EM step, with a converged EP
+    solution; ``m_step_converged`` whether every M-step reached its gradient
+    tolerance.
+    """
+
+    kernel: AbstractKernel
+    likelihood: AbstractLikelihood
+    posterior: GaussianPosterior
+    log_marginal: Float[Array, ""]
+    bound: Float[Array, ""]
+    history: Float[Array, " max_em_steps"]
+    num_steps: Int[Array, ""]
+    converged: Bool[Array, ""]
+    m_step_converged: Bool[Array, ""]
+
+
+@eqx.filter_jit
+def fit_em_ep(
+    kernel: AbstractKernel,
+    likelihood: AbstractLikelihood,
+    X,
+    y,
+    *,
+    method: EP | None = None,
+    adapt_epsilon: bool = True,
+    max_em_steps: int = 200,
+    tol: float | None = None,
+    m_step_max_steps: int = 50,
+    m_step_gtol: float | None = None,
+    verbose: bool = False,
+) -> EMEPResult:
+    """Fit kernel hyperparameters (and the label-flip rate) by EM-EP.
+
+    Args:
+        kernel: the starting covariance; every float array in it is fitted in
+            log space (Kim & Ghahramani fit v0, v1, v2 and the l_m in log space).
+            It must give a non-singular Gram matrix: include a ``White`` term
+            (their latent noise v2).
+        likelihood: e.g. ``LabelNoise(Heaviside(), epsilon)`` (their eq. 9) or
+            ``LabelNoise(Probit(), epsilon)``; its epsilon is set to r/n after
+            every E-step when ``adapt_epsilon``; other likelihood parameters
+            stay fixed.
+        X, y: training data as for :func:`gpclass.infer`.
+        method: the E-step, ``gpc.EP()`` by default (sites warm-started from
+            the previous E-step).
+        adapt_epsilon: update epsilon = r/n (needs a ``LabelNoise`` likelihood).
+        max_em_steps: largest number of EM iterations.
+        tol: stop when log q_EP(y|X) changes by at most tol (1 + |log q|) in one
+            EM step.  ``None``: 1e-7 in float64, 1e-4 in float32.
+        m_step_max_steps, m_step_gtol: L-BFGS steps and gradient tolerance
+            (max |dF / d log theta|) of each M-step; ``None``: 1e-6 / 1e-2.
+        verbose: print log q_EP, F and epsilon after every EM step.
+    """
+    X = check_inputs(X)
+    y = check_binary_labels(y, X.shape[0], X.dtype)
+    f64 = X.dtype == jnp.float64
+    tol = (1e-7 if f64 else 1e-4) if tol is None else tol
+    m_step_gtol = (1e-6 if f64 else 1e-2) if m_step_gtol is None else m_step_gtol
+    if adapt_epsilon and not isinstance(likelihood, LabelNoise):
+        raise ValueError(
+            "fit_em_ep(adapt_epsilon=True) needs a LabelNoise likelihood, e.g. "
+            "gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon=0.01); pass adapt_epsilon=False otherwise."
+        )
+    params, static = eqx.partition(kernel, eqx.is_inexact_array)
+    if not jax.tree.leaves(params):
+        raise ValueError("fit_em_ep: the kernel has no floating-point parameters to fit.")
+    to_free, from_free = parameter_transforms(params, kernel)
+    inner = dataclasses.replace(EP() if method is None else method, throw=False)
+
+    def build(log_params):
+        return eqx.combine(from_free(log_params), static)
+
+    def e_step(log_params, likelihood, init):
+        return solve_posterior(inner, build(log_params), likelihood, X, y, init)
+
+    def m_step(log_params, posterior, likelihood):
+        log_params, converged = _maximise_prior_term(
+            build, log_params, posterior, X, m_step_max_steps, m_step_gtol
+        )
+        if adapt_epsilon:
+            errors = jnp.sum(jnp.sign(posterior.mean) != y)
+            likelihood = eqx.tree_at(lambda l: l.epsilon, likelihood, (errors / y.shape[0]).astype(X.dtype))
+        return log_params, likelihood, converged
+
+    def step(state):
+        log_params, likelihood, posterior, i, history, _, m_ok = state
+        log_params, likelihood, m_converged = m_step(log_params, posterior, likelihood)
+        new = e_step(log_params, likelihood, posterior.warm_start)
+        change = jnp.abs(new.log_marginal - posterior.log_marginal)
+        done = (change <= tol * (1.0 + jnp.abs(new.log_marginal))) & new.info.converged
+        done = done | ~jnp.isfinite(new.log_marginal)
+        if verbose:
+            jax.debug.print(
+                "EM-EP step {i:4d}: log q_EP {z: .8e}  EP sweeps {s}",
+                i=i + 1,
+                z=new.log_marginal,
+                s=new.info.num_steps,
+            )
+        history = history.at[i].set(new.log_marginal)
+        return log_params, likelihood, new, i + 1, history, done, m_ok & m_converged
+
+    log_params = to_free(params)
+    posterior = e_step(log_params, likelihood, None)
+    history = jnp.full((max_em_steps,), jnp.nan, dtype=X.dtype)
+    state = (log_params, likelihood, posterior, 0, history, jnp.asarray(False), jnp.asarray(True))
+    log_params, likelihood, posterior, num_steps, history, done, m_ok = lax.while_loop(
+        lambda s: ~s[5] & (s[3] < max_em_steps), step, state
+    )
+    return EMEPResult(
+        kernel=build(log_params),
+        likelihood=likelihood,
+        posterior=posterior,
+        log_marginal=posterior.log_marginal,
+        bound=variational_bound(posterior, y),
+        history=history,
+        num_steps=jnp.asarray(num_steps),
+        converged=done & posterior.info.converged & jnp.isfinite(posterior.log_marginal),
+        m_step_converged=m_ok,
+    )
+
+
+def _maximise_prior_term(build, log_params, posterior, X, max_steps, gtol):
+    """M-step: maximise E_q[log N(f|0, C(theta))] (Kim & Ghahramani eq. 16) over log theta with L-BFGS.
+
+    q = N(mu, A) is the E-step's posterior, held fixed; returns the new log
+    parameters and whether max |gradient| <= gtol was reached.
+    """
+    mean = lax.stop_gradient(posterior.mean)
+    cov = lax.stop_gradient(posterior_covariance(posterior))
+
+    def negative_f(log_params):
+        return -expected_log_prior(build(log_params).gram(X), mean, cov)
+
+    optimizer = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(negative_f)
+
+    def max_abs(tree):
+        return jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in jax.tree.leaves(tree)]))
+
+    def step(carry):
+        params, state = carry
+        value, grad = value_and_grad(params, state=state)
+        updates, state = optimizer.update(grad, state, params, value=value, grad=grad, value_fn=negative_f)
+        return optax.apply_updates(params, updates), state
+
+    def keep_going(carry):
+        _, state = carry
+        count = otu.tree_get(state, "count")
+        grad = otu.tree_get(state, "grad")
+        return (count == 0) | ((count < max_steps) & (max_abs(grad) > gtol))
+
+    params, state = lax.while_loop(keep_going, step, (log_params, optimizer.init(log_params)))
+    # The cached gradient is at the last accepted point.
+    return params, max_abs(otu.tree_get(state, "grad")) <= gtol
