@@ -129,3 +129,19 @@ def test_em_ep_needs_label_noise_to_adapt_epsilon():
     X, y = circle_data(5, 0, seed=0)
     with pytest.raises(ValueError, match="LabelNoise"):
         gpc.fit_em_ep(kim_ghahramani_kernel(2), PROBIT, X, y)
+
+
+def test_em_ep_under_vmap_matches_one_by_one():
+    data = [circle_data(12, 1, seed=s) for s in (1, 2)]
+    Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
+    lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon=0.01)
+
+    def run(X, y):
+        return gpc.fit_em_ep(kim_ghahramani_kernel(2), lik, X, y, max_em_steps=3, m_step_max_steps=5)
+
+    batched = jax.jit(jax.vmap(run))(Xs, ys)
+    for i in range(2):
+        single = run(Xs[i], ys[i])
+        assert float(batched.log_marginal[i]) == pytest.approx(float(single.log_marginal), rel=1e-9)
+        assert float(batched.likelihood.epsilon[i]) == float(single.likelihood.epsilon)
+        assert int(batched.num_steps[i]) == int(single.num_steps)

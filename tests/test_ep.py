@@ -31,7 +31,15 @@ def sites_of(post, K):
     return tau, np.linalg.solve(Sigma, mu), Sigma, mu
 
 
-@LIKELIHOODS
+@pytest.mark.parametrize(
+    "lik",
+    [
+        gpc.likelihoods.Probit(),
+        gpc.likelihoods.Logistic(),
+        gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon=0.1),
+    ],
+    ids=["probit", "logistic", "step-label-noise"],
+)
 def test_single_case_is_exact(lik):
     X, y = np.array([[0.4]]), np.array([1.0])
     kernel = gpc.kernels.SquaredExponential(variance=3.0)
