@@ -93,7 +93,7 @@ def fit_em_ep(
             EM step.  ``None``: 1e-7 in float64, 1e-4 in float32.
         m_step_max_steps, m_step_gtol: L-BFGS steps and gradient tolerance
             (max |dF / d log theta|) of each M-step; ``None``: 1e-6 / 1e-2.
-        verbose: print log q_EP, F and epsilon after every EM step.
+        verbose: print log q_EP, epsilon and the EP sweeps after every EM step.
     """
     X = check_inputs(X)
     y = check_binary_labels(y, X.shape[0], X.dtype)
@@ -135,9 +135,10 @@ def fit_em_ep(
         done = done | ~jnp.isfinite(new.log_marginal)
         if verbose:
             jax.debug.print(
-                "EM-EP step {i:4d}: log q_EP {z: .8e}  EP sweeps {s}",
+                "EM-EP step {i:4d}: log q_EP {z: .8e}  epsilon {e:.4f}  EP sweeps {s}",
                 i=i + 1,
                 z=new.log_marginal,
+                e=getattr(likelihood, "epsilon", jnp.nan),
                 s=new.info.num_steps,
             )
         history = history.at[i].set(new.log_marginal)

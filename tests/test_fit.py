@@ -112,20 +112,21 @@ def test_fit_does_not_recompile_and_rejects_non_positive_parameters():
         gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(variance=-1.0), LOGISTIC, *toy_data(n=5), max_steps=1)
 
 
-def test_fit_keeps_the_label_flip_rate_below_one_half():
-    """epsilon is fitted as logit(2 epsilon): it stays in (0, 1/2), and the optimum is stationary in epsilon."""
-    X, y = toy_data(n=30, seed=3)
-    y[:3] *= -1
-    lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=0.2)
-    result = gpc.fit(gpc.EP(), START, lik, X, y)
-    eps = float(result.likelihood.epsilon)
-    assert bool(result.converged) and 0.0 < eps < 0.5
+def test_label_flip_rate_is_fitted_in_logit_space():
+    """epsilon < 1/2 is mapped to logit(2 epsilon), the kernel's parameters to logs; out-of-range values raise."""
+    from gpclass.fit import parameter_transforms
 
-    def evidence(e):
-        noisy = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=e)
-        return float(gpc.infer(gpc.EP(), result.kernel, noisy, X, y).log_marginal)
-
-    slope = (evidence(eps + 1e-5) - evidence(eps - 1e-5)) / 2e-5
-    assert abs(slope * eps * (1 - 2 * eps)) < 1e-4  # d objective / d logit(2 eps)
+    tree = (START, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=0.2))
+    params, _ = eqx.partition(tree, eqx.is_inexact_array)
+    to_free, from_free = parameter_transforms(params, tree)
+    free = to_free(params)
+    assert float(free[1].epsilon) == pytest.approx(np.log(0.4 / 0.6))
+    assert float(free[0].variance) == pytest.approx(0.0)
+    back = from_free(jax.tree.map(lambda x: x + 50.0, free))  # far out in free space: still inside (0, 1/2)
+    assert 0.0 < float(back[1].epsilon) <= 0.5 and float(back[0].variance) > 1e20
+    for leaf, want in zip(jax.tree.leaves(from_free(free)), jax.tree.leaves(params)):
+        assert float(leaf) == pytest.approx(float(want), rel=1e-12)
+    bad = (START, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=0.6))
+    bad_params, _ = eqx.partition(bad, eqx.is_inexact_array)
     with pytest.raises(Exception, match=r"must lie in \(0, 0.5\)"):
-        gpc.fit(gpc.EP(), START, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.6), X, y, max_steps=1)
+        parameter_transforms(bad_params, bad)[0](bad_params)

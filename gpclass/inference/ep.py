@@ -5,15 +5,19 @@ with natural parameters (tau~_i, nu~_i); sites are refined until the marginals
 of q(f) = N(mu, Sigma), Sigma = (K^-1 + S~)^-1, mu = Sigma nu~, match the
 moments of the tilted distributions (GPML eqs. 3.56-3.59).
 
-Gradients.  At the EP fixed point the derivative of log Z_EP through the site
-parameters vanishes (Seeger 2005; Kuss & Rasmussen eq. 51): log Z_EP equals
-log int N(f|0, K) prod_i t~_i(f_i) df with the sites (and hence the cavity
-distributions and site normalisers Z~_i) held fixed.  So the gradient is the
-explicit one: the converged sites and cavities enter the evaluation of eq.
-3.65 through ``stop_gradient``, and only K (and the likelihood, through the
-tilted normalisers at fixed cavities) carries derivatives.  No sweep is
-differentiated, so memory does not grow with the number of sweeps.
+Gradients.  log Z_EP (eqs. 3.65, 3.73, 3.74) is differentiated as a function
+L(theta, s) of the hyperparameters and the converged sites s = (tau~, nu~),
+and the sites are differentiated implicitly: s*(theta) is the fixed point of
+the parallel update s = F(s, theta), so ds* = (I - dF/ds)^-1 dF/dtheta
+(:func:`_fixed_point_bwd`, one adjoint solve per gradient, no sweep
+differentiated, memory independent of the number of sweeps).  At an exact EP
+fixed point dL/ds = 0 (Seeger 2005; Kuss & Rasmussen eq. 51), so the gradient
+is the explicit one and the adjoint solve stops after one step; the adjoint
+makes it exact also where a site precision was clipped at 0 (label noise),
+where L is not stationary in that site.
 """
+
+import functools
 
 import equinox as eqx
 import jax
@@ -68,46 +72,14 @@ class EP(AbstractInference):
             raise ValueError("EP(order='random') needs an explicit PRNG key: gpc.infer(..., key=jax.random.key(0)).")
         n = K.shape[0]
         dtype = K.dtype
-        tol = (1e-10 if dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
-        undamped = self.schedule == "sequential" and likelihood.log_concave
-        damping = (1.0 if undamped else 0.5) if self.damping is None else self.damping
-        # The sweeps are never differentiated (see the module docstring).
-        K_fixed = lax.stop_gradient(K)
-        lik_fixed = lax.stop_gradient(likelihood)
-        y = lax.stop_gradient(y)
-
-        def sweep(tau, nu, i):
-            if self.schedule == "parallel":
-                return _parallel_sweep(K_fixed, lik_fixed, y, tau, nu, damping)
-            order = jnp.arange(n) if self.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, i), n)
-            return _sequential_sweep(K_fixed, lik_fixed, y, tau, nu, damping, order)
-
-        def body(state):
-            tau, nu, log_z, i, _, _ = state
-            new_tau, new_nu = sweep(tau, nu, i)
-            new_log_z = _log_marginal(K_fixed, lik_fixed, y, new_tau, new_nu)
-            change = jnp.maximum(
-                jnp.max(jnp.abs(new_tau - tau)) / (1.0 + jnp.max(jnp.abs(new_tau))),
-                jnp.max(jnp.abs(new_nu - nu)) / (1.0 + jnp.max(jnp.abs(new_nu))),
-            )
-            converged = (change <= tol) & (jnp.abs(new_log_z - log_z) <= tol * (1.0 + jnp.abs(new_log_z)))
-            return new_tau, new_nu, new_log_z, i + 1, converged, change
-
-        def keep_going(state):
-            *_, i, converged, _ = state
-            return ~converged & (i < self.max_sweeps)
-
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
-        state = (tau0, nu0, jnp.asarray(-jnp.inf, dtype), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
-        tau, nu, _, sweeps, converged, change = lax.while_loop(keep_going, body, state)
-        converged = converged & jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
+        tau, nu, sweeps, converged, change = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
         if self.throw:
             tau = eqx.error_if(
                 tau, ~converged, "EP did not converge (raise max_sweeps, add damping, or pass throw=False)."
             )
-        tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
-        sqrt_tau = jnp.sqrt(tau)
+        sqrt_tau = _sqrt_sites(tau)
         L = factor_b(K, sqrt_tau)
         # Predictive form (GPML Algorithm 3.6): alpha = nu~ - S~^1/2 B^-1 S~^1/2 K nu~.
         alpha = nu - sqrt_tau * solve_b(L, sqrt_tau * (K @ nu))
@@ -118,13 +90,126 @@ class EP(AbstractInference):
             mean=K @ alpha,
             log_marginal=_log_marginal(K, likelihood, y, tau, nu, L),
             info=SolverInfo(num_steps=sweeps, converged=converged, max_change=change),
-            warm_start=(tau, nu),
+            warm_start=(lax.stop_gradient(tau), lax.stop_gradient(nu)),
         )
+
+    def resolved_tol(self, dtype):
+        return (1e-10 if dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
+
+    def resolved_damping(self, likelihood):
+        undamped = self.schedule == "sequential" and likelihood.log_concave
+        return (1.0 if undamped else 0.5) if self.damping is None else self.damping
+
+
+def _sqrt_sites(tau):
+    """tau~^1/2 with a finite (zero) derivative at tau~ = 0, where a site is switched off.
+
+    A switched-off site stays at 0 whatever the hyperparameters (the clip in
+    :func:`_site_update`), so no derivative information is lost.
+    """
+    positive = tau > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, tau, 1.0)), 0.0)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _fixed_point(method: EP, K, likelihood, y, tau0, nu0, key):
+    """The converged site parameters (tau~, nu~) as a differentiable function of K and the likelihood."""
+    return _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
+
+
+def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
+    """EP sweeps in ``lax.while_loop`` until the sites and log Z_EP stop changing."""
+    n = K.shape[0]
+    tol = method.resolved_tol(K.dtype)
+    damping = method.resolved_damping(likelihood)
+
+    def sweep(tau, nu, i):
+        if method.schedule == "parallel":
+            return _parallel_sweep(K, likelihood, y, tau, nu, damping)
+        order = jnp.arange(n) if method.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, i), n)
+        return _sequential_sweep(K, likelihood, y, tau, nu, damping, order)
+
+    def body(state):
+        tau, nu, log_z, i, _, _ = state
+        new_tau, new_nu = sweep(tau, nu, i)
+        new_log_z = _log_marginal(K, likelihood, y, new_tau, new_nu)
+        change = jnp.maximum(
+            jnp.max(jnp.abs(new_tau - tau)) / (1.0 + jnp.max(jnp.abs(new_tau))),
+            jnp.max(jnp.abs(new_nu - nu)) / (1.0 + jnp.max(jnp.abs(new_nu))),
+        )
+        converged = (change <= tol) & (jnp.abs(new_log_z - log_z) <= tol * (1.0 + jnp.abs(new_log_z)))
+        return new_tau, new_nu, new_log_z, i + 1, converged, change
+
+    def keep_going(state):
+        *_, i, converged, _ = state
+        return ~converged & (i < method.max_sweeps)
+
+    dtype = K.dtype
+    state = (tau0, nu0, jnp.asarray(-jnp.inf, dtype), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
+    tau, nu, _, sweeps, converged, change = lax.while_loop(keep_going, body, state)
+    converged = converged & jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
+    return tau, nu, sweeps, converged, change
+
+
+def _fixed_point_fwd(method, K, likelihood, y, tau0, nu0, key):
+    out = _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
+    return out, (K, likelihood, y, out[0], out[1])
+
+
+def _fixed_point_bwd(method, residuals, cotangents):
+    """Implicit adjoint of the fixed point s = F(s, theta) of the damped parallel update F.
+
+    With J = dF/ds, the sites' sensitivity is ds = (I - J)^-1 dF/dtheta dtheta,
+    so theta_bar = (dF/dtheta)^T lambda with lambda = s_bar + J^T lambda, solved
+    by the fixed-point iteration lambda <- s_bar + J^T lambda (it converges
+    where damped EP does).  At an exact EP fixed point s_bar = d log Z_EP / ds
+    vanishes (Seeger; Kuss & Rasmussen eq. 51) and the loop stops at once; it
+    matters where a site precision is clipped at 0 (label noise), which is not
+    a stationary point of log Z_EP in that site.  The loop is never
+    differentiated: memory does not grow with the iterations.
+    """
+    K, likelihood, y, tau, nu = residuals
+    tau_bar, nu_bar = cotangents[0], cotangents[1]
+    damping = method.resolved_damping(likelihood)
+    tol = method.resolved_tol(K.dtype)
+
+    def update(sites, K, likelihood):
+        return _damped_parallel_update(K, likelihood, y, sites, damping)
+
+    _, vjp_sites = jax.vjp(lambda s: update(s, K, likelihood), (tau, nu))
+    s_bar = (tau_bar, nu_bar)
+
+    def size(tree):
+        return jnp.maximum(jnp.max(jnp.abs(tree[0])), jnp.max(jnp.abs(tree[1])))
+
+    def body(state):
+        lam, _, i = state
+        (j_lam,) = vjp_sites(lam)
+        new = jax.tree.map(jnp.add, s_bar, j_lam)
+        change = size(jax.tree.map(jnp.subtract, new, lam))
+        return new, change, i + 1
+
+    def keep_going(state):
+        lam, change, i = state
+        return (change > tol * (1.0 + size(lam))) & (i < 10 * method.max_sweeps)
+
+    lam, _, _ = lax.while_loop(keep_going, body, (s_bar, jnp.asarray(jnp.inf, K.dtype), 0))
+    _, vjp_theta = jax.vjp(lambda K, likelihood: update((tau, nu), K, likelihood), K, likelihood)
+    K_bar, likelihood_bar = vjp_theta(lam)
+    return K_bar, likelihood_bar, jnp.zeros_like(y), jnp.zeros_like(tau), jnp.zeros_like(nu), None
+
+
+_fixed_point.defvjp(_fixed_point_fwd, _fixed_point_bwd)
+
+
+def _damped_parallel_update(K, likelihood, y, sites, damping):
+    tau, nu = sites
+    return _parallel_sweep(K, likelihood, y, tau, nu, damping)
 
 
 def _marginals(K, tau, nu, L=None):
     """Diagonal of Sigma = K - K S~^1/2 B^-1 S~^1/2 K and mu = Sigma nu~ (GPML eq. 3.53, Algorithm 3.5 lines 13-15)."""
-    sqrt_tau = jnp.sqrt(tau)
+    sqrt_tau = _sqrt_sites(tau)
     L = factor_b(K, sqrt_tau) if L is None else L
     V = jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
     sigma_diag = jnp.diagonal(K) - jnp.sum(V**2, axis=0)
@@ -156,48 +241,68 @@ def _parallel_sweep(K, likelihood, y, tau, nu, damping):
     return (1.0 - damping) * tau + damping * new_tau, (1.0 - damping) * nu + damping * new_nu
 
 
-def _sequential_sweep(K, likelihood, y, tau, nu, damping, order):
-    """One pass of GPML Algorithm 3.5 lines 4-12 as a ``lax.scan``: O(n^2) per site.
+def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, block=64):
+    """One pass of GPML Algorithm 3.5 lines 4-12: sites updated one at a time, in ``order``.
 
     Sigma is recomputed from a fresh Cholesky factor at the start of every
-    sweep (lines 13-15), which stops rounding drift from the rank-one updates.
+    sweep (lines 13-15), which stops rounding drift.  Each site update is the
+    rank-one change Sigma <- Sigma - c s_i s_i^T (GPML eq. 3.70, s_i = Sigma[:, i]);
+    instead of touching all of Sigma for every site (n^2 memory traffic per site),
+    the sites are taken in blocks of ``block``: within a block only the block's
+    columns of Sigma are kept up to date (O(n block) per site), and the block's
+    rank-``block`` update of Sigma is applied afterwards as one matrix product.
+    The arithmetic is the same sequence of exact rank-one updates.
     """
-    sigma_diag, mu, L = _marginals(K, tau, nu)
-    sqrt_tau = jnp.sqrt(tau)
+    n = K.shape[0]
+    _, mu, L = _marginals(K, tau, nu)
+    sqrt_tau = _sqrt_sites(tau)
     V = jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
     Sigma = K - V.T @ V
+    b = min(block, n)
+    num_blocks = -(-n // b)
+    padded = jnp.concatenate([order, jnp.zeros(num_blocks * b - n, order.dtype)]).reshape(num_blocks, b)
+    valid = (jnp.arange(num_blocks * b) < n).reshape(num_blocks, b)
 
-    def update(carry, i):
-        Sigma, mu, tau, nu = carry
-        s_ii = Sigma[i, i]
+    def site(carry, t):
+        cols, U, coef, mu, tau, nu, idx, ok = carry
+        i = idx[t]
+        s_i = cols[:, t]
+        s_ii = s_i[i]
         tau_cav, nu_cav = 1.0 / s_ii - tau[i], mu[i] / s_ii - nu[i]
         new_tau, new_nu = _site_update(likelihood, y[i][None], tau_cav[None], nu_cav[None])
-        new_tau = (1.0 - damping) * tau[i] + damping * new_tau[0]
-        new_nu = (1.0 - damping) * nu[i] + damping * new_nu[0]
+        new_tau = jnp.where(ok[t], (1.0 - damping) * tau[i] + damping * new_tau[0], tau[i])
+        new_nu = jnp.where(ok[t], (1.0 - damping) * nu[i] + damping * new_nu[0], nu[i])
         delta_tau, delta_nu = new_tau - tau[i], new_nu - nu[i]
-        s_i = Sigma[:, i]
         # Sherman-Morrison (GPML eq. 3.70) and mu = Sigma nu~ updated in O(n).
         c = delta_tau / (1.0 + delta_tau * s_ii)
         mu = mu + s_i * (delta_nu - c * (mu[i] + s_ii * delta_nu))
-        Sigma = Sigma - c * jnp.outer(s_i, s_i)
-        return (Sigma, mu, tau.at[i].set(new_tau), nu.at[i].set(new_nu)), None
+        cols = cols - c * jnp.outer(s_i, s_i[idx])
+        U, coef = U.at[:, t].set(s_i), coef.at[t].set(c)
+        return (cols, U, coef, mu, tau.at[i].set(new_tau), nu.at[i].set(new_nu), idx, ok), None
 
-    (_, _, tau, nu), _ = lax.scan(update, (Sigma, mu, tau, nu), order)
+    def block_update(carry, block_sites):
+        Sigma, mu, tau, nu = carry
+        idx, ok = block_sites
+        start = (Sigma[:, idx], jnp.zeros((n, b), Sigma.dtype), jnp.zeros(b, Sigma.dtype), mu, tau, nu, idx, ok)
+        (_, U, coef, mu, tau, nu, _, _), _ = lax.scan(site, start, jnp.arange(b))
+        Sigma = Sigma - (U * coef) @ U.T
+        return (Sigma, mu, tau, nu), None
+
+    (_, _, tau, nu), _ = lax.scan(block_update, (Sigma, mu, tau, nu), (padded, valid))
     return tau, nu
 
 
 def _log_marginal(K, likelihood, y, tau, nu, L=None):
     """log Z_EP by GPML eqs. 3.65, 3.73 and 3.74 from the Cholesky factor of B.
 
-    The cavity parameters are computed from the (fixed) sites and enter
-    through ``stop_gradient``: only the explicit dependence on K and on the
-    likelihood (tilted normalisers at fixed cavities) is differentiated,
-    which is the exact gradient at the fixed point (module docstring).
+    A differentiable function of K, the likelihood and the sites; the cavity
+    parameters follow from them (eq. 3.56).  See the module docstring for how
+    the sites' own dependence on the hyperparameters enters the gradient.
     """
     sigma_diag, mu, L = _marginals(K, tau, nu, L)
-    tau_cav, nu_cav = lax.stop_gradient(_cavity(sigma_diag, mu, tau, nu))
+    tau_cav, nu_cav = _cavity(sigma_diag, mu, tau, nu)
     log_z_i, _, _ = likelihood.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)
-    sqrt_tau = jnp.sqrt(tau)
+    sqrt_tau = _sqrt_sites(tau)
     # nu~^T Sigma nu~ = nu~^T K nu~ - |L^-1 S~^1/2 K nu~|^2 carries the K-dependence of eq. 3.74.
     k_nu = K @ nu
     v = jax.scipy.linalg.solve_triangular(L, sqrt_tau * k_nu, lower=True)
