@@ -78,10 +78,13 @@ def test_error(posterior, X_test, y_test):
     return float(np.mean(np.where(p > 0.5, 1.0, -1.0) != y_test))
 
 
+EM_TOL = None  # set from --em-tol
+
+
 def run_em(kernel, likelihood, X, y, **kwargs):
     """One EM-EP fit, timed (the first call of a shape includes compilation)."""
     t0 = time.perf_counter()
-    result = gpc.fit_em_ep(kernel, likelihood, X, y, method=E_STEP, **kwargs)
+    result = gpc.fit_em_ep(kernel, likelihood, X, y, method=E_STEP, tol=EM_TOL, **kwargs)
     jax.block_until_ready(result.log_marginal)
     return result, time.perf_counter() - t0
 
@@ -230,8 +233,13 @@ def main():
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--max-em-steps", type=int, default=300)
     parser.add_argument("--max-steps", type=int, default=200, help="gpc.fit steps for the ML-II comparison")
+    parser.add_argument("--em-tol", type=float, default=None,
+                        help="EM-EP stopping tolerance on the relative change of log q_EP (default: the library's 1e-7)")
     args = parser.parse_args()
-    print(f"jax {jax.__version__}, {os.cpu_count()} cores, float64, E-step {E_STEP}")
+    global EM_TOL
+    EM_TOL = args.em_tol
+    print(f"jax {jax.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, float64, "
+          f"E-step {E_STEP}, EM tol {EM_TOL or 'default'}, arguments {vars(args)}")
     out = {}
     if "ard" in args.sections:
         out["ard"] = section_ard(range(args.seeds), args.max_em_steps)

@@ -123,30 +123,32 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
     tol = method.resolved_tol(K.dtype)
     damping = method.resolved_damping(likelihood)
 
-    def sweep(tau, nu, i):
+    def sweep(tau, nu, i, factor):
         if method.schedule == "parallel":
-            return _parallel_sweep(K, likelihood, y, tau, nu, damping)
+            return _parallel_sweep(K, likelihood, y, tau, nu, damping, factor)
         order = jnp.arange(n) if method.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, i), n)
-        return _sequential_sweep(K, likelihood, y, tau, nu, damping, order)
+        return _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor)
 
     def body(state):
-        tau, nu, log_z, i, _, _ = state
-        new_tau, new_nu = sweep(tau, nu, i)
-        new_log_z = _log_marginal(K, likelihood, y, new_tau, new_nu)
+        tau, nu, factor, log_z, i, _, _ = state
+        new_tau, new_nu = sweep(tau, nu, i, factor)
+        # One factorisation per sweep, shared by log Z_EP here and the next sweep's marginals.
+        new_factor = _factor(K, new_tau)
+        new_log_z = _log_marginal(K, likelihood, y, new_tau, new_nu, factor=new_factor)
         change = jnp.maximum(
             jnp.max(jnp.abs(new_tau - tau)) / (1.0 + jnp.max(jnp.abs(new_tau))),
             jnp.max(jnp.abs(new_nu - nu)) / (1.0 + jnp.max(jnp.abs(new_nu))),
         )
         converged = (change <= tol) & (jnp.abs(new_log_z - log_z) <= tol * (1.0 + jnp.abs(new_log_z)))
-        return new_tau, new_nu, new_log_z, i + 1, converged, change
+        return new_tau, new_nu, new_factor, new_log_z, i + 1, converged, change
 
     def keep_going(state):
         *_, i, converged, _ = state
         return ~converged & (i < method.max_sweeps)
 
     dtype = K.dtype
-    state = (tau0, nu0, jnp.asarray(-jnp.inf, dtype), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
-    tau, nu, _, sweeps, converged, change = lax.while_loop(keep_going, body, state)
+    state = (tau0, nu0, _factor(K, tau0), jnp.asarray(-jnp.inf, dtype), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
+    tau, nu, _, _, sweeps, converged, change = lax.while_loop(keep_going, body, state)
     converged = converged & jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
     return tau, nu, sweeps, converged, change
 
@@ -207,11 +209,16 @@ def _damped_parallel_update(K, likelihood, y, sites, damping):
     return _parallel_sweep(K, likelihood, y, tau, nu, damping)
 
 
-def _marginals(K, tau, nu, L=None):
-    """Diagonal of Sigma = K - K S~^1/2 B^-1 S~^1/2 K and mu = Sigma nu~ (GPML eq. 3.53, Algorithm 3.5 lines 13-15)."""
+def _factor(K, tau):
+    """L = chol(B), B = I + S~^1/2 K S~^1/2, and V = L^-1 S~^1/2 K: then Sigma = K - V^T V (GPML eq. 3.68)."""
     sqrt_tau = _sqrt_sites(tau)
-    L = factor_b(K, sqrt_tau) if L is None else L
-    V = jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
+    L = factor_b(K, sqrt_tau)
+    return L, jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
+
+
+def _marginals(K, tau, nu, factor=None):
+    """Diagonal of Sigma = K - K S~^1/2 B^-1 S~^1/2 K and mu = Sigma nu~ (GPML eq. 3.53, Algorithm 3.5 lines 13-15)."""
+    L, V = _factor(K, tau) if factor is None else factor
     sigma_diag = jnp.diagonal(K) - jnp.sum(V**2, axis=0)
     mu = K @ nu - V.T @ (V @ nu)
     return sigma_diag, mu, L
@@ -234,14 +241,14 @@ def _site_update(likelihood, y, tau_cav, nu_cav):
     return jnp.maximum(1.0 / v_hat - tau_cav, 0.0), m_hat / v_hat - nu_cav
 
 
-def _parallel_sweep(K, likelihood, y, tau, nu, damping):
+def _parallel_sweep(K, likelihood, y, tau, nu, damping, factor=None):
     """All sites updated from the current marginals, then the posterior recomputed once."""
-    sigma_diag, mu, _ = _marginals(K, tau, nu)
+    sigma_diag, mu, _ = _marginals(K, tau, nu, factor)
     new_tau, new_nu = _site_update(likelihood, y, *_cavity(sigma_diag, mu, tau, nu))
     return (1.0 - damping) * tau + damping * new_tau, (1.0 - damping) * nu + damping * new_nu
 
 
-def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, block=64):
+def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor=None, block=64):
     """One pass of GPML Algorithm 3.5 lines 4-12: sites updated one at a time, in ``order``.
 
     Sigma is recomputed from a fresh Cholesky factor at the start of every
@@ -254,9 +261,9 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, block=64):
     The arithmetic is the same sequence of exact rank-one updates.
     """
     n = K.shape[0]
-    _, mu, L = _marginals(K, tau, nu)
-    sqrt_tau = _sqrt_sites(tau)
-    V = jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
+    factor = _factor(K, tau) if factor is None else factor
+    _, mu, _ = _marginals(K, tau, nu, factor)
+    V = factor[1]
     Sigma = K - V.T @ V
     b = min(block, n)
     num_blocks = -(-n // b)
@@ -292,14 +299,18 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, block=64):
     return tau, nu
 
 
-def _log_marginal(K, likelihood, y, tau, nu, L=None):
+def _log_marginal(K, likelihood, y, tau, nu, L=None, factor=None):
     """log Z_EP by GPML eqs. 3.65, 3.73 and 3.74 from the Cholesky factor of B.
 
     A differentiable function of K, the likelihood and the sites; the cavity
     parameters follow from them (eq. 3.56).  See the module docstring for how
     the sites' own dependence on the hyperparameters enters the gradient.
     """
-    sigma_diag, mu, L = _marginals(K, tau, nu, L)
+    if factor is None:
+        sqrt_tau = _sqrt_sites(tau)
+        L = factor_b(K, sqrt_tau) if L is None else L
+        factor = (L, jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True))
+    sigma_diag, mu, L = _marginals(K, tau, nu, factor)
     tau_cav, nu_cav = _cavity(sigma_diag, mu, tau, nu)
     log_z_i, _, _ = likelihood.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)
     sqrt_tau = _sqrt_sites(tau)
