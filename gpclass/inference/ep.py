@@ -155,7 +155,7 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
 
 def _fixed_point_fwd(method, K, likelihood, y, tau0, nu0, key):
     out = _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
-    return out, (K, likelihood, y, out[0], out[1])
+    return out, (K, likelihood, y, out[0], out[1], out[3])
 
 
 def _fixed_point_bwd(method, residuals, cotangents):
@@ -164,13 +164,14 @@ def _fixed_point_bwd(method, residuals, cotangents):
     With J = dF/ds, the sites' sensitivity is ds = (I - J)^-1 dF/dtheta dtheta,
     so theta_bar = (dF/dtheta)^T lambda with lambda = s_bar + J^T lambda, solved
     by the fixed-point iteration lambda <- s_bar + J^T lambda (it converges
-    where damped EP does).  At an exact EP fixed point s_bar = d log Z_EP / ds
+    where damped EP does; at most ``max_sweeps`` iterations, none when the
+    forward solve did not converge).  At an exact EP fixed point s_bar = d log Z_EP / ds
     vanishes (Seeger; Kuss & Rasmussen eq. 51) and the loop stops at once; it
     matters where a site precision is clipped at 0 (label noise), which is not
     a stationary point of log Z_EP in that site.  The loop is never
     differentiated: memory does not grow with the iterations.
     """
-    K, likelihood, y, tau, nu = residuals
+    K, likelihood, y, tau, nu, converged = residuals
     tau_bar, nu_bar = cotangents[0], cotangents[1]
     damping = method.resolved_damping(likelihood)
     tol = method.resolved_tol(K.dtype)
@@ -193,7 +194,9 @@ def _fixed_point_bwd(method, residuals, cotangents):
 
     def keep_going(state):
         lam, change, i = state
-        return (change > tol * (1.0 + size(lam))) & (i < 10 * method.max_sweeps)
+        # No adjoint for an unconverged forward solve (its gradient is meaningless, and
+        # gpc.fit discards it): skip the loop rather than iterate on a non-fixed point.
+        return converged & (change > tol * (1.0 + size(lam))) & (i < method.max_sweeps)
 
     lam, _, _ = lax.while_loop(keep_going, body, (s_bar, jnp.asarray(jnp.inf, K.dtype), 0))
     _, vjp_theta = jax.vjp(lambda K, likelihood: update((tau, nu), K, likelihood), K, likelihood)
