@@ -33,9 +33,10 @@ How.
     slowest point has converged, so the run time is set by the largest
     number of Newton steps / EP sweeps on the grid.
   * Compile time (``.lower(...).compile()``) is reported apart from run time.
-  * Maxima: the grid point with the largest log q(y|X, theta); if it is not on
-    the grid's border, also the maximum of a quadratic fitted to its 3 x 3
-    neighbourhood (a sub-grid estimate of the location).
+  * Maxima: the grid point with the largest log q(y|X, theta) and a sub-grid
+    estimate of its location: the maximum of a quadratic fitted to its 3 x 3
+    neighbourhood, or, for a maximum on one border of the grid (EP's ridge
+    runs off the top), of a parabola through the three points along the border.
 
 Outputs (in --outdir, default benchmarks/results/): usps35_grid_<method>_<N>x<M>.png
 (contours of log q and of the information, and the test-error table) and
@@ -123,23 +124,48 @@ def run_grid(method, log_l, log_sf, data):
 
 
 def quadratic_peak(Z, i, j, x, y):
-    """Maximum of a quadratic fitted (least squares) to the 3 x 3 neighbourhood of Z[i, j]; None on the border."""
-    if not (0 < i < Z.shape[0] - 1 and 0 < j < Z.shape[1] - 1):
-        return None
-    xs, ys = np.meshgrid(x[j - 1:j + 2] - x[j], y[i - 1:i + 2] - y[i])
-    zs = Z[i - 1:i + 2, j - 1:j + 2]
-    if not np.all(np.isfinite(zs)):
-        return None
-    A = np.stack([np.ones(9), xs.ravel(), ys.ravel(), xs.ravel() ** 2, xs.ravel() * ys.ravel(), ys.ravel() ** 2], 1)
-    c = np.linalg.lstsq(A, zs.ravel(), rcond=None)[0]
-    H = np.array([[2 * c[3], c[4]], [c[4], 2 * c[5]]])
-    if np.any(np.linalg.eigvalsh(H) >= 0):  # not a maximum
-        return None
-    delta = np.linalg.solve(H, -c[1:3])
-    if np.any(np.abs(delta) > 0.75 * np.array([x[1] - x[0], y[1] - y[0]])):  # not near the grid maximum
-        return None
-    value = c[0] + c[1:3] @ delta + 0.5 * delta @ H @ delta
-    return dict(log_l=float(x[j] + delta[0]), log_sf=float(y[i] + delta[1]), log_marginal=float(value))
+    """Sub-grid estimate of the maximum at grid point Z[i, j] (rows: y, columns: x), or None.
+
+    Inside the grid: the maximum of a quadratic fitted (least squares) to the
+    3 x 3 neighbourhood.  On one border (a maximum that runs off the grid,
+    e.g. EP's ridge towards large log sigma_f): a parabola through the three
+    points along that border, which locates the ridge in the other variable.
+    """
+    inside_i, inside_j = 0 < i < Z.shape[0] - 1, 0 < j < Z.shape[1] - 1
+    if inside_i and inside_j:
+        xs, ys = np.meshgrid(x[j - 1:j + 2] - x[j], y[i - 1:i + 2] - y[i])
+        zs = Z[i - 1:i + 2, j - 1:j + 2]
+        if not np.all(np.isfinite(zs)):
+            return None
+        A = np.stack([np.ones(9), xs.ravel(), ys.ravel(), xs.ravel() ** 2, xs.ravel() * ys.ravel(), ys.ravel() ** 2], 1)
+        c = np.linalg.lstsq(A, zs.ravel(), rcond=None)[0]
+        H = np.array([[2 * c[3], c[4]], [c[4], 2 * c[5]]])
+        if np.any(np.linalg.eigvalsh(H) >= 0):  # not a maximum
+            return None
+        delta = np.linalg.solve(H, -c[1:3])
+        if np.any(np.abs(delta) > 0.75 * np.array([x[1] - x[0], y[1] - y[0]])):  # not near the grid maximum
+            return None
+        value = c[0] + c[1:3] @ delta + 0.5 * delta @ H @ delta
+        return dict(log_l=float(x[j] + delta[0]), log_sf=float(y[i] + delta[1]), log_marginal=float(value),
+                    fit="3 x 3 quadratic")
+    if inside_j:  # on the bottom or top row: parabola in log l
+        dx, z = _parabola_peak(Z[i, j - 1:j + 2], x[1] - x[0])
+        return None if dx is None else dict(log_l=float(x[j] + dx), log_sf=float(y[i]), log_marginal=z,
+                                            fit="parabola in log l along the border")
+    if inside_i:  # on the left or right column: parabola in log sigma_f
+        dy, z = _parabola_peak(Z[i - 1:i + 2, j], y[1] - y[0])
+        return None if dy is None else dict(log_l=float(x[j]), log_sf=float(y[i] + dy), log_marginal=z,
+                                            fit="parabola in log sigma_f along the border")
+    return None
+
+
+def _parabola_peak(z, h):
+    """Offset and value of the maximum of the parabola through (-h, z0), (0, z1), (h, z2); None if not a maximum."""
+    curvature = z[0] - 2 * z[1] + z[2]
+    if not np.all(np.isfinite(z)) or curvature >= 0:
+        return None, None
+    offset = 0.5 * h * (z[0] - z[2]) / curvature
+    return float(offset), float(z[1] - (z[0] - z[2]) ** 2 / (8 * curvature))
 
 
 def summarise(out, log_l_axis, log_sf_axis):
@@ -172,9 +198,9 @@ def plot(name, out, summary, log_l_axis, log_sf_axis, path):
     top = summary["max"]["log_marginal"]
     pub = PUBLISHED[name]
     fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
-    levels = top - np.array([500, 200, 100, 50, 20, 10, 5, 2, 1])[::1]
-    panels = [(lml, np.sort(levels), "log q(y|X, theta)"),
-              (info, np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9]), "information about test labels (bits)")]
+    lml_levels = np.sort(top - np.array([500, 200, 100, 50, 20, 10, 5, 2, 1]))
+    info_levels = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9])
+    panels = [(lml, lml_levels, "log q(y|X, theta)"), (info, info_levels, "information about test labels (bits)")]
     for ax, (Z, lev, title) in zip(axes[:2], panels):
         lev = lev[(lev > np.nanmin(Z)) & (lev < np.nanmax(Z))]
         cs = ax.contour(log_l_axis, log_sf_axis, Z, levels=lev if len(lev) > 1 else 10)
@@ -207,15 +233,17 @@ def plot(name, out, summary, log_l_axis, log_sf_axis, path):
 
 def print_summary(name, s, compile_time, run_time):
     m, pub, r = s["max"], PUBLISHED[name], s["max_refined"]
+    iterations = "Newton steps" if name == "laplace" else "sweeps"
     print(f"  {name}: compile {compile_time:.1f} s, run {run_time:.1f} s for {s['points']} points "
-          f"({run_time / s['points']:.2f} s/point); largest number of {'Newton steps' if name == 'laplace' else 'sweeps'} "
+          f"({run_time / s['points']:.2f} s/point); largest number of {iterations} "
           f"{s['max_steps_taken']}; not converged: {s['not_converged']} of {s['points']}"
           + (f" at {s['not_converged_at']}" if s["not_converged"] else ""))
-    print(f"    max log q = {m['log_marginal']:.2f} at grid point (log l, log sf) = ({m['log_l']:.2f}, {m['log_sf']:.2f})"
-          f"{' [on the grid border]' if m['on_border'] else ''}; info {m['info']:.3f} bits, {m['errors']} test errors, "
-          f"|m| {m['norm_m']:.1f}")
+    print(f"    max log q = {m['log_marginal']:.2f} at grid point (log l, log sf) = "
+          f"({m['log_l']:.2f}, {m['log_sf']:.2f}){' [on the grid border]' if m['on_border'] else ''}; "
+          f"info {m['info']:.3f} bits, {m['errors']} test errors, |m| {m['norm_m']:.1f}")
     if r is not None:
-        print(f"    quadratic fit around it: max {r['log_marginal']:.2f} at ({r['log_l']:.2f}, {r['log_sf']:.2f})")
+        print(f"    sub-grid estimate ({r['fit']}): max {r['log_marginal']:.2f} at "
+              f"({r['log_l']:.2f}, {r['log_sf']:.2f})")
     print(f"    GPML: max {pub['log_marginal']:.0f} at ({pub['log_l']}, {pub['log_sf']})"
           + (f", {pub['errors']} test errors there" if pub["errors"] is not None else ""))
     print(f"    most information on the grid: {s['max_info']['info']:.3f} bits at ({s['max_info']['log_l']:.2f}, "
