@@ -12,7 +12,7 @@ from . import datasets, kernels, likelihoods, metrics, priors
 from .bound import variational_bound
 from .em_ep import EMEPResult, fit_em_ep
 from .fit import FitResult, fit
-from .inference import EP, AbstractInference, GaussianPosterior, Laplace, SolverInfo, infer
+from .inference import EP, KL, AbstractInference, GaussianPosterior, JaakkolaJordan, Laplace, SolverInfo, infer
 from .likelihoods import mackay_probability
 from .predict import predict, predict_latent
 
@@ -24,6 +24,8 @@ __all__ = [
     "EP",
     "FitResult",
     "GaussianPosterior",
+    "JaakkolaJordan",
+    "KL",
     "Laplace",
     "SolverInfo",
     "datasets",

@@ -16,6 +16,19 @@ import jax.scipy.linalg as jsl
 from ._types import Array, Float
 
 
+def sqrt_precision(w: Float[Array, " n"]) -> Float[Array, " n"]:
+    """W^1/2 for a diagonal precision W >= 0, with a zero (not infinite) derivative where W = 0.
+
+    W = 0 happens where a likelihood's curvature underflows (probit beyond
+    y f ~ 38.6, logistic beyond ~745) or an EP site is switched off; jnp.sqrt
+    would give a NaN gradient there.  The true W is positive and
+    d sqrt(W) = dW / (2 sqrt W) -> 0 wherever W underflows smoothly, so 0 is the
+    derivative's limit, not a patch.
+    """
+    positive = w > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, w, 1.0)), 0.0)
+
+
 def factor_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"]) -> Float[Array, "n n"]:
     """Lower Cholesky factor L of B = I + W^1/2 K W^1/2 (GPML eq. 3.26)."""
     n = K.shape[0]

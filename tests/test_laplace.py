@@ -124,6 +124,20 @@ def test_gradient_matches_finite_differences(lik, ard, regime, pima_small):
     np.testing.assert_allclose(np.atleast_1d(g_l), fd_l, rtol=1e-6, atol=1e-7)
 
 
+def test_gradient_is_finite_where_the_curvature_underflows():
+    """Well-separated data and a huge sigma_f put the probit mode past y f ~ 38.6, where W underflows
+    to exactly 0 (seen on crabs in ML-II fits); the gradient must stay finite and exact there."""
+    X = np.linspace(-3.0, 3.0, 12)[:, None]
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    log_v, log_l = 2 * 9.0, 2.0  # a nearly linear latent: the outer cases reach y f ~ 45
+    post = posterior(log_v, log_l, PROBIT, X, y)
+    assert bool(post.info.converged)
+    assert np.max(y * np.asarray(post.mean)) > 40 and np.min(np.asarray(post.sqrt_w)) == 0
+    _, (g_v, g_l) = log_marginal_and_grad(log_v, log_l, PROBIT, X, y)
+    fd = central_difference(lambda t: float(log_marginal(t[0], t[1], PROBIT, X, y)), [log_v, log_l])
+    np.testing.assert_allclose([g_v, g_l], fd, rtol=1e-6, atol=1e-7)
+
+
 def unrolled_log_marginal(log_variance, log_lengthscale, lik, X, y, steps=40):
     """Oracle: plain Newton (GPML eq. 3.18) in a differentiable fori_loop, then eq. 3.32 densely."""
     K = se_kernel(log_variance, log_lengthscale).gram(X)

@@ -42,6 +42,24 @@ def test_derivatives_match_closed_forms_in_the_tails(lik, label):
     assert np.all(W >= 0)
 
 
+@pytest.mark.parametrize("lik", LIKELIHOODS, ids=["logistic", "probit"])
+def test_curvature_has_finite_derivatives_where_it_underflows(lik):
+    """Laplace's reverse pass differentiates W(f): it must stay finite where W underflows to 0
+    (probit beyond y f ~ 38.6, where the erfcx form of N/Phi overflowed and gave NaN)."""
+    f = jnp.array([-60.0, -38.0, -5.0, 0.0, 5.0, 30.0, 37.5, 38.0, 39.0, 45.0, 60.0, 800.0])
+    y = jnp.ones_like(f)
+    slope = jax.vmap(jax.grad(lambda t: lik.derivatives(y[:1], t[None])[1][0]))(f)
+    dW = jax.vmap(jax.grad(lambda t: lik.derivatives(y[:1], t[None])[2][0]))(f)
+    assert np.all(np.isfinite(slope)) and np.all(np.isfinite(dW))
+    # Where W has underflowed, so has its slope; elsewhere the slope is that of the closed form.
+    W = np.asarray(lik.derivatives(y, f)[2])
+    assert np.all(np.asarray(dW)[W == 0] == 0)
+    moderate = np.abs(np.asarray(f)) <= 30
+    h = 1e-5
+    fd = (closed_form(lik, 1.0, np.asarray(f) + h)[2] - closed_form(lik, 1.0, np.asarray(f) - h)[2]) / (2 * h)
+    np.testing.assert_allclose(np.asarray(dW)[moderate], fd[moderate], rtol=1e-5, atol=1e-12)
+
+
 def test_log_phi_does_not_underflow():
     lp = gpc.likelihoods.Probit().log_prob(jnp.ones(3), jnp.array([-40.0, -1e3, -1e6]))
     # log Phi(z) ~ -z^2/2 - log(-z) - log(sqrt(2 pi)) for z -> -inf

@@ -4,6 +4,8 @@ from ._base import AbstractInference
 from ._infer import infer
 from ._posterior import GaussianPosterior, SolverInfo
 from .ep import EP
+from .jaakkola_jordan import JaakkolaJordan
+from .kl import KL
 from .laplace import Laplace
 
-__all__ = ["AbstractInference", "EP", "GaussianPosterior", "Laplace", "SolverInfo", "infer"]
+__all__ = ["AbstractInference", "EP", "GaussianPosterior", "JaakkolaJordan", "KL", "Laplace", "SolverInfo", "infer"]

@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._linalg import factor_b, half_log_det, solve_b
+from .._linalg import factor_b, half_log_det, sqrt_precision
+from ._sites import factor_sites, site_alpha, site_marginals
 from ._base import AbstractInference
 from ._posterior import SolverInfo
 
@@ -79,10 +80,9 @@ class EP(AbstractInference):
             tau = eqx.error_if(
                 tau, ~converged, "EP did not converge (raise max_sweeps, add damping, or pass throw=False)."
             )
-        sqrt_tau = _sqrt_sites(tau)
+        sqrt_tau = sqrt_precision(tau)
         L = factor_b(K, sqrt_tau)
-        # Predictive form (GPML Algorithm 3.6): alpha = nu~ - S~^1/2 B^-1 S~^1/2 K nu~.
-        alpha = nu - sqrt_tau * solve_b(L, sqrt_tau * (K @ nu))
+        alpha = site_alpha(K, tau, nu, L)  # predictive form, GPML Algorithm 3.6
         return dict(
             alpha=alpha,
             sqrt_w=sqrt_tau,
@@ -99,16 +99,6 @@ class EP(AbstractInference):
     def resolved_damping(self, likelihood):
         undamped = self.schedule == "sequential" and likelihood.log_concave
         return (1.0 if undamped else 0.5) if self.damping is None else self.damping
-
-
-def _sqrt_sites(tau):
-    """tau~^1/2 with a finite (zero) derivative at tau~ = 0, where a site is switched off.
-
-    A switched-off site stays at 0 whatever the hyperparameters (the clip in
-    :func:`_site_update`), so no derivative information is lost.
-    """
-    positive = tau > 0
-    return jnp.where(positive, jnp.sqrt(jnp.where(positive, tau, 1.0)), 0.0)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -133,7 +123,7 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
         tau, nu, factor, log_z, i, _, _ = state
         new_tau, new_nu = sweep(tau, nu, i, factor)
         # One factorisation per sweep, shared by log Z_EP here and the next sweep's marginals.
-        new_factor = _factor(K, new_tau)
+        new_factor = factor_sites(K, new_tau)
         new_log_z = _log_marginal(K, likelihood, y, new_tau, new_nu, factor=new_factor)
         change = jnp.maximum(
             jnp.max(jnp.abs(new_tau - tau)) / (1.0 + jnp.max(jnp.abs(new_tau))),
@@ -147,7 +137,7 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
         return ~converged & (i < method.max_sweeps)
 
     dtype = K.dtype
-    state = (tau0, nu0, _factor(K, tau0), jnp.asarray(-jnp.inf, dtype), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
+    state = (tau0, nu0, factor_sites(K, tau0), jnp.asarray(-jnp.inf, dtype), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
     tau, nu, _, _, sweeps, converged, change = lax.while_loop(keep_going, body, state)
     converged = converged & jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
     return tau, nu, sweeps, converged, change
@@ -212,21 +202,6 @@ def _damped_parallel_update(K, likelihood, y, sites, damping):
     return _parallel_sweep(K, likelihood, y, tau, nu, damping)
 
 
-def _factor(K, tau):
-    """L = chol(B), B = I + S~^1/2 K S~^1/2, and V = L^-1 S~^1/2 K: then Sigma = K - V^T V (GPML eq. 3.68)."""
-    sqrt_tau = _sqrt_sites(tau)
-    L = factor_b(K, sqrt_tau)
-    return L, jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
-
-
-def _marginals(K, tau, nu, factor=None):
-    """Diagonal of Sigma = K - K S~^1/2 B^-1 S~^1/2 K and mu = Sigma nu~ (GPML eq. 3.53, Algorithm 3.5 lines 13-15)."""
-    L, V = _factor(K, tau) if factor is None else factor
-    sigma_diag = jnp.diagonal(K) - jnp.sum(V**2, axis=0)
-    mu = K @ nu - V.T @ (V @ nu)
-    return sigma_diag, mu, L
-
-
 def _cavity(sigma_diag, mu, tau, nu):
     """Cavity natural parameters tau_-i = 1/Sigma_ii - tau~_i, nu_-i = mu_i/Sigma_ii - nu~_i (GPML eq. 3.56)."""
     return 1.0 / sigma_diag - tau, mu / sigma_diag - nu
@@ -246,7 +221,7 @@ def _site_update(likelihood, y, tau_cav, nu_cav):
 
 def _parallel_sweep(K, likelihood, y, tau, nu, damping, factor=None):
     """All sites updated from the current marginals, then the posterior recomputed once."""
-    sigma_diag, mu, _ = _marginals(K, tau, nu, factor)
+    sigma_diag, mu, _ = site_marginals(K, tau, nu, factor)
     new_tau, new_nu = _site_update(likelihood, y, *_cavity(sigma_diag, mu, tau, nu))
     return (1.0 - damping) * tau + damping * new_tau, (1.0 - damping) * nu + damping * new_nu
 
@@ -264,8 +239,8 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor=None, bl
     The arithmetic is the same sequence of exact rank-one updates.
     """
     n = K.shape[0]
-    factor = _factor(K, tau) if factor is None else factor
-    _, mu, _ = _marginals(K, tau, nu, factor)
+    factor = factor_sites(K, tau) if factor is None else factor
+    _, mu, _ = site_marginals(K, tau, nu, factor)
     V = factor[1]
     Sigma = K - V.T @ V
     b = min(block, n)
@@ -310,13 +285,13 @@ def _log_marginal(K, likelihood, y, tau, nu, L=None, factor=None):
     the sites' own dependence on the hyperparameters enters the gradient.
     """
     if factor is None:
-        sqrt_tau = _sqrt_sites(tau)
+        sqrt_tau = sqrt_precision(tau)
         L = factor_b(K, sqrt_tau) if L is None else L
         factor = (L, jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True))
-    sigma_diag, mu, L = _marginals(K, tau, nu, factor)
+    sigma_diag, mu, L = site_marginals(K, tau, nu, factor)
     tau_cav, nu_cav = _cavity(sigma_diag, mu, tau, nu)
     log_z_i, _, _ = likelihood.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)
-    sqrt_tau = _sqrt_sites(tau)
+    sqrt_tau = sqrt_precision(tau)
     # nu~^T Sigma nu~ = nu~^T K nu~ - |L^-1 S~^1/2 K nu~|^2 carries the K-dependence of eq. 3.74.
     k_nu = K @ nu
     v = jax.scipy.linalg.solve_triangular(L, sqrt_tau * k_nu, lower=True)

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._linalg import factor_b, half_log_det_b, solve_i_plus_wk
+from .._linalg import factor_b, half_log_det_b, solve_i_plus_wk, sqrt_precision
 from .._types import Array, Float
 from ..likelihoods import AbstractLikelihood
 from ._base import AbstractInference
@@ -61,7 +61,7 @@ class Laplace(AbstractInference):
                 f, ~converged, "Laplace: Newton iterations did not converge (raise max_steps, or pass throw=False)."
             )
         log_lik, grad, W = likelihood.derivatives(y, f)
-        sqrt_w = jnp.sqrt(W)
+        sqrt_w = sqrt_precision(W)
         L = factor_b(K, sqrt_w)
         # GPML eq. 3.32: log q(y|X) = log p(y|f^) - 1/2 a^T f^ - sum_i log L_ii, where
         # a = K^-1 f^ = grad log p(y|f^) at the mode (eq. 3.17).  half_log_det_b reuses
@@ -101,7 +101,7 @@ def _newton_direction(K, likelihood, y, a, f):
     the step-length test can trust.
     """
     log_lik, grad, W = likelihood.derivatives(y, f)
-    sqrt_w = jnp.sqrt(W)
+    sqrt_w = sqrt_precision(W)
     L = factor_b(K, sqrt_w)
     a_new = solve_i_plus_wk(K, sqrt_w, L, W * f + grad)
     scale = jnp.abs(K) @ jnp.abs(a)
@@ -183,7 +183,7 @@ def _mode_bwd(method, residuals, cotangents):
     K, likelihood, y, f = residuals
     f_bar = cotangents[0]
     _, _, W = likelihood.derivatives(y, f)
-    sqrt_w = jnp.sqrt(W)
+    sqrt_w = sqrt_precision(W)
     u = solve_i_plus_wk(K, sqrt_w, factor_b(K, sqrt_w), f_bar)
 
     def fixed_point_map(K, likelihood):

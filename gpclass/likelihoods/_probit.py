@@ -8,6 +8,7 @@ from ._base import AbstractLikelihood
 
 _SQRT2 = float(np.sqrt(2.0))
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+_SQRT_2PI = float(np.sqrt(2.0 * np.pi))
 
 
 def log_cdf(z):
@@ -26,8 +27,18 @@ def log_cdf(z):
 
 
 def inverse_mills_ratio(z):
-    """r(z) = N(z) / Phi(z) = sqrt(2/pi) / erfcx(-z/sqrt 2), accurate for every z (r ~ -z as z -> -inf)."""
-    return _SQRT_2_OVER_PI / erfcx(-z / _SQRT2)
+    """r(z) = N(z) / Phi(z), accurate with finite derivatives for every z.
+
+    Below 0, r = sqrt(2/pi) / erfcx(-z/sqrt 2) (r ~ -z as z -> -inf); above 0,
+    Phi(z) >= 1/2 and r = N(z) / Phi(z) directly, which underflows smoothly
+    to 0 (with derivative 0) past z ~ 38.6.  The erfcx form alone would
+    overflow there (erfcx(-z/sqrt 2) ~ 2 exp(z^2/2)) and give a NaN derivative.
+    """
+    positive = z > 0
+    z_upper = jnp.where(positive, z, 1.0)
+    upper = jnp.exp(-0.5 * z_upper**2) / _SQRT_2PI / ndtr(z_upper)
+    lower = _SQRT_2_OVER_PI / erfcx(-jnp.where(positive, -1.0, z) / _SQRT2)
+    return jnp.where(positive, upper, lower)
 
 
 def gaussian_cdf_tilted_moments(y, mean, var, scale_sq):

@@ -1,0 +1,35 @@
+"""A GP prior times diagonal Gaussian sites: the posterior form shared by EP, Jaakkola-Jordan and KL.
+
+Sites with precisions tau~ >= 0 and precision-means nu~ give
+
+    q(f) = N(mu, Sigma),  Sigma = (K^-1 + S~)^-1,  mu = Sigma nu~,  S~ = diag(tau~),
+
+computed without inverting K or S~ through B = I + S~^1/2 K S~^1/2 = L L^T
+(GPML eqs. 3.53, 3.68 and Algorithm 3.5).
+"""
+
+import jax
+import jax.numpy as jnp
+
+from .._linalg import factor_b, solve_b, sqrt_precision
+
+
+def factor_sites(K, tau):
+    """L = chol(B), B = I + S~^1/2 K S~^1/2, and V = L^-1 S~^1/2 K: then Sigma = K - V^T V (GPML eq. 3.68)."""
+    sqrt_tau = sqrt_precision(tau)
+    L = factor_b(K, sqrt_tau)
+    return L, jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
+
+
+def site_marginals(K, tau, nu, factor=None):
+    """Diagonal of Sigma = K - K S~^1/2 B^-1 S~^1/2 K and mu = Sigma nu~ (GPML eq. 3.53, Algorithm 3.5 lines 13-15)."""
+    L, V = factor_sites(K, tau) if factor is None else factor
+    sigma_diag = jnp.diagonal(K) - jnp.sum(V**2, axis=0)
+    mu = K @ nu - V.T @ (V @ nu)
+    return sigma_diag, mu, L
+
+
+def site_alpha(K, tau, nu, L):
+    """alpha = K^-1 mu = nu~ - S~^1/2 B^-1 S~^1/2 K nu~, the predictive weights (GPML Algorithm 3.6, line 4)."""
+    sqrt_tau = sqrt_precision(tau)
+    return nu - sqrt_tau * solve_b(L, sqrt_tau * (K @ nu))

@@ -1,0 +1,250 @@
+"""Jaakkola-Jordan variational bounds on the evidence of logistic GP classification (Gibbs & MacKay 2000).
+
+With labels y in {-1, +1}, the sigmoid g(y a) is bounded below and above by
+exponentials of quadratic and linear functions of a (Gibbs & MacKay eqs. 8-9):
+
+    g(y a) >= g(nu) exp[(y a - nu)/2 - lambda(nu)(a^2 - nu^2)],  lambda(nu) = (g(nu) - 1/2) / (2 nu)   (eq. 11)
+    g(y a) <= exp[mu y a - H2(mu)],  mu in [0, 1]                                                       (eq. 9)
+
+so Z' <= p(y|X, theta) <= Z'' with both integrals Gaussian (eqs. 30-32).
+
+Lower bound.  The product of the lower bounds is a Gaussian site with
+precision 2 lambda(nu_n) and precision-mean d_n = y_n / 2 (eq. 15), so with
+W = 2 Lambda, B = I + W^1/2 C W^1/2 = L L^T and Sigma = (C^-1 + W)^-1,
+
+    log Z' = sum_n [log g(nu_n) - nu_n/2 + lambda(nu_n) nu_n^2] + 1/2 d^T Sigma d - 1/2 log|B|.
+
+This is eq. 34 re-derived from eqs. 15-16 and 33: the scanned text shows
+d^T (C^-1 + 2 Lambda) d, which has lost the inverse.  The approximate posterior
+(eq. 16) is q(a) = N(Sigma d, Sigma); at a test point its mean and variance
+are k^T H^-1 d and kappa - 2 k^T H^-1 Lambda k with H = I + 2 Lambda C (eqs.
+17-19; the scan has lost the minus sign of eq. 18).  Stationarity in nu_n:
+d log Z'/d nu_n = E_q[d log Q_n / d nu_n] = -lambda'(nu_n) (E_q[a_n^2] - nu_n^2),
+and lambda' < 0 for nu > 0, so the optimum satisfies nu_n^2 = E_q[a_n^2] =
+Sigma_nn + m_n^2.  Iterating that closed form is an EM algorithm (q is the
+E-step, nu the M-step maximising E_q[log Q]), so log Z' never decreases.
+
+Upper bound.  log Z'' = -sum_n H2(mu_n) + 1/2 b^T C b with b_n = y_n mu_n
+(eq. 38) is convex in mu and minimised by Newton's method (below); the
+approximate posterior (eq. 26) is the prior shifted to mean C b with the prior
+covariance, so at a test point the latent is N(k^T b, kappa).  (The scanned
+eqs. 27-28 mix in the conditional variance kappa - k^T C^-1 k; the marginal of
+eq. 26 is the one above.)
+
+Gradients.  Both bounds are optimised over their variational parameters at
+fixed hyperparameters; at the optimum the derivative through the variational
+parameters vanishes (envelope theorem), so d bound / d theta is the explicit
+derivative with nu (or mu) held fixed: a ``stop_gradient``, exact at
+convergence, memory independent of the iteration count.  Only ``log_marginal``
+is differentiated this way; the other posterior fields hold the variational
+parameters fixed.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .._linalg import factor_b, half_log_det, solve_b, sqrt_precision
+from ..likelihoods import Logistic
+from ._base import AbstractInference
+from ._posterior import SolverInfo
+from ._sites import factor_sites, site_alpha, site_marginals
+
+
+class JaakkolaJordan(AbstractInference):
+    """Gibbs & MacKay's variational bounds for the logistic likelihood: ``bound="lower"`` (Z') or ``"upper"`` (Z'').
+
+    ``posterior.log_marginal`` is the optimised bound itself, log Z' <= log p(y|X, theta) <= log Z''.
+
+    Attributes:
+        bound: ``"lower"`` maximises log Z' over nu by the closed-form fixed
+            point nu_n^2 = E_q[a_n^2] (one Cholesky factorisation per step, log Z'
+            never decreases); ``"upper"`` minimises log Z'' over mu in (0, 1)^n
+            by Newton's method with a backtracking line search (convex problem).
+        tol: convergence when the variational parameters change by at most
+            ``tol (1 + max |.|)`` and the bound by at most ``tol (1 + |bound|)``
+            between steps.  ``None`` means 1e-10 in float64 and 1e-5 in float32.
+        max_steps: largest number of fixed-point (lower) or Newton (upper) steps.
+        max_halvings: largest number of step halvings in one Newton step (upper).
+        throw: raise if the optimisation did not converge; otherwise report it in ``info``.
+    """
+
+    bound: str = eqx.field(static=True, default="lower")
+    tol: float | None = eqx.field(static=True, default=None)
+    max_steps: int = eqx.field(static=True, default=2000)
+    max_halvings: int = eqx.field(static=True, default=40)
+    throw: bool = eqx.field(static=True, default=True)
+
+    def __check_init__(self):
+        if self.bound not in ("lower", "upper"):
+            raise ValueError(f"bound must be 'lower' or 'upper'; got {self.bound!r}.")
+
+    def solve(self, K, likelihood, y, init=None, key=None):
+        if not isinstance(likelihood, Logistic):
+            raise ValueError(
+                f"Jaakkola-Jordan bounds are bounds on the logistic sigmoid; got {type(likelihood).__name__}. "
+                "Use gpc.likelihoods.Logistic()."
+            )
+        tol = (1e-10 if K.dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
+        solver = _solve_lower if self.bound == "lower" else _solve_upper
+        fields, converged = solver(self, K, y, init, tol)
+        if self.throw:
+            fields["mean"] = eqx.error_if(
+                fields["mean"],
+                ~converged,
+                f"Jaakkola-Jordan ({self.bound} bound) did not converge (raise max_steps, or pass throw=False).",
+            )
+        return fields
+
+
+# --------------------------------------------------------------------------- lower bound
+
+
+def jj_lambda(nu):
+    """lambda(nu) = (g(nu) - 1/2) / (2 nu) = tanh(nu/2) / (4 nu)  (Gibbs & MacKay eq. 11); 1/8 at nu = 0."""
+    small = jnp.abs(nu) < 1e-4
+    safe = jnp.where(small, 1.0, nu)
+    return jnp.where(small, 0.125 - nu**2 / 96.0, jnp.tanh(0.5 * safe) / (4.0 * safe))
+
+
+def lower_bound(K, y, nu, factor=None):
+    """log Z'(C, nu), Gibbs & MacKay eq. 34 as re-derived in the module docstring.
+
+    ``factor`` is ``factor_sites(K, 2 lambda(nu))`` if already computed.
+    """
+    tau = 2.0 * jj_lambda(nu)
+    L, V = factor_sites(K, tau) if factor is None else factor
+    d = 0.5 * y
+    v = V @ d  # L^-1 W^1/2 C d, so d^T Sigma d = d^T C d - |v|^2
+    per_point = jax.nn.log_sigmoid(nu) - 0.5 * nu + jj_lambda(nu) * nu**2
+    return jnp.sum(per_point) + 0.5 * (jnp.dot(d, K @ d) - jnp.dot(v, v)) - half_log_det(L)
+
+
+def _solve_lower(method, K, y, init, tol):
+    """Fixed-point iteration nu_n <- (Sigma_nn + m_n^2)^1/2 in ``lax.while_loop`` (EM: log Z' never decreases)."""
+    dtype = K.dtype
+    d = 0.5 * y
+    # Start from the update applied to the prior (q = N(0, C)): nu_n^2 = C_nn.
+    nu0 = jnp.sqrt(jnp.diagonal(K)) if init is None else jnp.asarray(init, dtype)
+
+    def body(state):
+        nu, factor, log_z, i, _, _ = state
+        sigma_diag, m, _ = site_marginals(K, 2.0 * jj_lambda(nu), d, factor)
+        new_nu = jnp.sqrt(jnp.maximum(sigma_diag, 0.0) + m**2)
+        new_factor = factor_sites(K, 2.0 * jj_lambda(new_nu))
+        new_log_z = lower_bound(K, y, new_nu, new_factor)
+        change = jnp.max(jnp.abs(new_nu - nu)) / (1.0 + jnp.max(new_nu))
+        converged = (change <= tol) & (jnp.abs(new_log_z - log_z) <= tol * (1.0 + jnp.abs(new_log_z)))
+        return new_nu, new_factor, new_log_z, i + 1, converged, change
+
+    def keep_going(state):
+        *_, i, converged, _ = state
+        return ~converged & (i < method.max_steps)
+
+    factor0 = factor_sites(K, 2.0 * jj_lambda(nu0))
+    state = (nu0, factor0, lower_bound(K, y, nu0, factor0), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
+    nu, _, _, steps, converged, change = lax.while_loop(keep_going, body, state)
+    nu = lax.stop_gradient(nu)
+    converged = converged & jnp.all(jnp.isfinite(nu))
+    # Differentiable in K with nu held fixed: the envelope theorem (module docstring).
+    tau = 2.0 * jj_lambda(nu)
+    factor = factor_sites(K, tau)
+    alpha = site_alpha(K, tau, d, factor[0])  # H^-1 d, Gibbs & MacKay eq. 17
+    fields = dict(
+        alpha=alpha,
+        sqrt_w=sqrt_precision(tau),
+        chol=factor[0],
+        mean=K @ alpha,
+        log_marginal=lower_bound(K, y, nu, factor),
+        info=SolverInfo(num_steps=steps, converged=converged, max_change=change),
+        warm_start=nu,
+    )
+    return fields, converged
+
+
+# --------------------------------------------------------------------------- upper bound
+
+
+def upper_bound(K, y, eta):
+    """log Z'' = -sum_n H2(mu_n) + 1/2 b^T C b, b = y mu, mu = sigmoid(eta)  (Gibbs & MacKay eq. 38)."""
+    mu = jax.nn.sigmoid(eta)
+    negative_entropy = mu * jax.nn.log_sigmoid(eta) + (1.0 - mu) * jax.nn.log_sigmoid(-eta)
+    b = y * mu
+    return jnp.sum(negative_entropy) + 0.5 * jnp.dot(b, K @ b)
+
+
+def _upper_newton_direction(K, y, eta):
+    """The Newton step for log Z'' in mu (eq. 39 and its Hessian), expressed in eta = logit(mu).
+
+    Gradient in mu: g = eta + y (C b); Hessian: D^-1 + Y C Y with D = diag(mu (1 - mu)).
+    The Newton step in mu divided by D is d eta = -(I + Y C Y D)^-1 g
+    = -Y (u - C D^1/2 B^-1 D^1/2 u), u = y g, B = I + D^1/2 C D^1/2: no division
+    by D, so saturated points (mu near 0 or 1) take the step eta <- -y (C b),
+    the stationarity condition itself.  It is a descent direction for every
+    eta (its inner product with the eta-gradient D g is -g^T (D^-1 + Y C Y)^-1 g).
+    """
+    mu = jax.nn.sigmoid(eta)
+    g = eta + y * (K @ (y * mu))
+    sqrt_d = jnp.sqrt(mu * jax.nn.sigmoid(-eta))
+    u = y * g
+    L = factor_b(K, sqrt_d)
+    return -y * (u - K @ (sqrt_d * solve_b(L, sqrt_d * u)))
+
+
+def _solve_upper(method, K, y, init, tol):
+    """Damped Newton iterations on the convex log Z''(mu) in ``lax.while_loop``."""
+    dtype = K.dtype
+    eps = jnp.finfo(dtype).eps
+    eta0 = jnp.zeros_like(y) if init is None else jnp.asarray(init, dtype)
+
+    def step(state):
+        eta, value, i, _, _, _ = state
+        direction = _upper_newton_direction(K, y, eta)
+        # Rounding level of the objective: the largest terms are |b^T C b| and the entropies.
+        noise = 8.0 * eps * (jnp.abs(value) + jnp.dot(jnp.abs(y), jnp.abs(K) @ jnp.ones_like(y)) + y.shape[0])
+
+        def halve(s):
+            t, _, k = s
+            return 0.5 * t, upper_bound(K, y, eta + 0.5 * t * direction), k + 1
+
+        t, new_value, _ = lax.while_loop(
+            lambda s: (s[1] > value + noise) & (s[2] < method.max_halvings),
+            halve,
+            (jnp.ones((), dtype), upper_bound(K, y, eta + direction), 0),
+        )
+        new_eta = eta + t * direction
+        change = jnp.max(jnp.abs(jax.nn.sigmoid(new_eta) - jax.nn.sigmoid(eta)))
+        converged = (change <= tol) & (jnp.abs(new_value - value) <= tol * (1.0 + jnp.abs(new_value)))
+        accepted = new_value <= value + noise
+        # A direction that cannot be accepted at any length ends the iterations unconverged.
+        return (
+            jnp.where(accepted, new_eta, eta),
+            jnp.where(accepted, new_value, value),
+            i + 1,
+            converged & accepted,
+            ~accepted,
+            change,
+        )
+
+    def keep_going(state):
+        _, _, i, converged, stuck, _ = state
+        return ~converged & ~stuck & (i < method.max_steps)
+
+    false = jnp.asarray(False)
+    state = (eta0, upper_bound(K, y, eta0), 0, false, false, jnp.asarray(jnp.inf, dtype))
+    eta, _, steps, converged, _, change = lax.while_loop(keep_going, step, state)
+    eta = lax.stop_gradient(eta)
+    converged = converged & jnp.all(jnp.isfinite(eta))
+    n = K.shape[0]
+    b = y * jax.nn.sigmoid(eta)
+    fields = dict(
+        alpha=b,  # the posterior of eq. 26 is N(C b, C): test mean k^T b, test variance kappa
+        sqrt_w=jnp.zeros_like(b),
+        chol=jnp.eye(n, dtype=dtype),
+        mean=K @ b,
+        log_marginal=upper_bound(K, y, eta),  # envelope theorem: eta held fixed
+        info=SolverInfo(num_steps=steps, converged=converged, max_change=change),
+        warm_start=eta,
+    )
+    return fields, converged
