@@ -1,6 +1,7 @@
-"""EP (sequential and parallel schedules) versus Laplace: time per evaluation on USPS 3 vs 5.
+"""Time per evaluation of each inference method (EP sequential / parallel, Laplace, JJ bounds, KL) on USPS 3 vs 5.
 
-    python benchmarks/ep_timing.py                       # n = 500 1000 2000
+    python benchmarks/ep_timing.py                       # n = 500 1000 2000, probit: Laplace and EP
+    python benchmarks/ep_timing.py --likelihood logistic --methods laplace ep-sequential jj-lower jj-upper kl
     python benchmarks/ep_timing.py --sizes 500 --repeats 5
     python benchmarks/ep_timing.py --blas-threads 1      # robust on a busy machine (see README)
 
@@ -38,12 +39,16 @@ import numpy as np  # noqa: E402
 import gpclass as gpc  # noqa: E402
 
 LOG_SF, LOG_L = 2.35, 2.85
-LIK = gpc.likelihoods.Probit()
+LIKELIHOODS = {"probit": gpc.likelihoods.Probit(), "logistic": gpc.likelihoods.Logistic()}
 METHODS = {
     "laplace": gpc.Laplace(),
     "ep-sequential": gpc.EP(),
     "ep-parallel": gpc.EP(schedule="parallel"),
+    "jj-lower": gpc.JaakkolaJordan(bound="lower"),  # logistic only
+    "jj-upper": gpc.JaakkolaJordan(bound="upper"),  # logistic only
+    "kl": gpc.KL(),
 }
+LIK = LIKELIHOODS["probit"]
 
 
 def value_and_grad_fn(method):
@@ -101,15 +106,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--methods", nargs="+", default=["laplace", "ep-sequential", "ep-parallel"],
+                        choices=list(METHODS))
+    parser.add_argument("--likelihood", choices=list(LIKELIHOODS), default="probit")
     parser.add_argument("--blas-threads", type=int, default=None)
     args = parser.parse_args()
+    global LIK
+    LIK = LIKELIHOODS[args.likelihood]
     if args.blas_threads:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(args.blas_threads)
     print(f"jax {jax.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, float64, "
-          f"probit, SE at (log sf, log l) = ({LOG_SF}, {LOG_L}), {args.repeats} repeats")
+          f"{args.likelihood}, SE at (log sf, log l) = ({LOG_SF}, {LOG_L}), {args.repeats} repeats")
     X_all, y_all = gpc.datasets.load("usps35")
     perm = np.random.default_rng(0).permutation(len(y_all))
     X_all, y_all = X_all[perm], y_all[perm]

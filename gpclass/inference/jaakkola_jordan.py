@@ -22,7 +22,9 @@ are k^T H^-1 d and kappa - 2 k^T H^-1 Lambda k with H = I + 2 Lambda C (eqs.
 d log Z'/d nu_n = E_q[d log Q_n / d nu_n] = -lambda'(nu_n) (E_q[a_n^2] - nu_n^2),
 and lambda' < 0 for nu > 0, so the optimum satisfies nu_n^2 = E_q[a_n^2] =
 Sigma_nn + m_n^2.  Iterating that closed form is an EM algorithm (q is the
-E-step, nu the M-step maximising E_q[log Q]), so log Z' never decreases.
+E-step, nu the M-step maximising E_q[log Q]), so log Z' never decreases; it
+converges linearly and slowly for stiff kernels, so the solver takes Newton
+steps on the same condition and falls back to EM where Newton would lower Z'.
 
 Upper bound.  log Z'' = -sum_n H2(mu_n) + 1/2 b^T C b with b_n = y_n mu_n
 (eq. 38) is convex in mu and minimised by Newton's method (below); the
@@ -58,9 +60,10 @@ class JaakkolaJordan(AbstractInference):
     ``posterior.log_marginal`` is the optimised bound itself, log Z' <= log p(y|X, theta) <= log Z''.
 
     Attributes:
-        bound: ``"lower"`` maximises log Z' over nu by the closed-form fixed
-            point nu_n^2 = E_q[a_n^2] (one Cholesky factorisation per step, log Z'
-            never decreases); ``"upper"`` minimises log Z'' over mu in (0, 1)^n
+        bound: ``"lower"`` maximises log Z' over nu by Newton's method on the
+            closed-form stationarity condition nu_n^2 = E_q[a_n^2], safeguarded by
+            the EM update nu_n <- E_q[a_n^2]^1/2 (log Z' never decreases);
+            ``"upper"`` minimises log Z'' over mu in (0, 1)^n
             by Newton's method with a backtracking line search (convex problem).
         tol: convergence when the variational parameters change by at most
             ``tol (1 + max |.|)`` and the bound by at most ``tol (1 + |bound|)``
@@ -72,7 +75,7 @@ class JaakkolaJordan(AbstractInference):
 
     bound: str = eqx.field(static=True, default="lower")
     tol: float | None = eqx.field(static=True, default=None)
-    max_steps: int = eqx.field(static=True, default=2000)
+    max_steps: int = eqx.field(static=True, default=200)
     max_halvings: int = eqx.field(static=True, default=40)
     throw: bool = eqx.field(static=True, default=True)
 
@@ -121,19 +124,59 @@ def lower_bound(K, y, nu, factor=None):
     return jnp.sum(per_point) + 0.5 * (jnp.dot(d, K @ d) - jnp.dot(v, v)) - half_log_det(L)
 
 
+def jj_lambda_derivative(nu):
+    """lambda'(nu) = (nu sech^2(nu/2) / 2 - tanh(nu/2)) / (4 nu^2), < 0 for nu > 0; -nu/48 + nu^3/240 near 0."""
+    small = jnp.abs(nu) < 1e-3
+    safe = jnp.where(small, 1.0, nu)
+    t = jnp.tanh(0.5 * safe)
+    return jnp.where(small, -nu / 48.0 + nu**3 / 240.0, (0.5 * safe * (1.0 - t**2) - t) / (4.0 * safe**2))
+
+
+def _lower_candidates(K, y, nu, factor):
+    """The EM update nu_EM = (Sigma_nn + m_n^2)^1/2 and a Newton step on the fixed-point equation nu = nu_EM(nu).
+
+    With s_n = Sigma_nn + m_n^2 and w = 2 lambda(nu): ds_n/dw_k = -Sigma_nk^2 - 2 m_n Sigma_nk m_k
+    (from dSigma = -Sigma dW Sigma and dm = -Sigma dW m), so the EM map has Jacobian
+    J_nk = -(Sigma_nk^2 + 2 m_n Sigma_nk m_k) 2 lambda'(nu_k) / (2 nu_EM_n) and Newton solves
+    (I - J) delta = nu_EM - nu.  Forming Sigma and the dense solve cost O(n^3), a few Cholesky
+    factorisations; EM alone converges linearly, at a rate that nears 1 for stiff kernels
+    (thousands of steps at sigma_f^2 = e^8).
+    """
+    n = K.shape[0]
+    _, V = factor
+    Sigma = K - V.T @ V
+    m = Sigma @ (0.5 * y)
+    nu_em = jnp.sqrt(jnp.maximum(jnp.diagonal(Sigma) + m**2, jnp.finfo(K.dtype).tiny))
+    S = Sigma**2 + 2.0 * (m[:, None] * Sigma * m[None, :])
+    J = S * (-2.0 * jj_lambda_derivative(nu))[None, :] / (2.0 * nu_em)[:, None]
+    delta = jnp.linalg.solve(jnp.eye(n, dtype=K.dtype) - J, nu_em - nu)
+    return nu_em, jnp.abs(nu + delta)  # the bound is even in nu
+
+
 def _solve_lower(method, K, y, init, tol):
-    """Fixed-point iteration nu_n <- (Sigma_nn + m_n^2)^1/2 in ``lax.while_loop`` (EM: log Z' never decreases)."""
+    """Newton steps on the stationarity condition nu_n^2 = E_q[a_n^2], safeguarded by EM, in ``lax.while_loop``.
+
+    A Newton candidate is taken when it does not lower log Z'; otherwise the EM
+    update, which never lowers it.  Near the optimum Newton converges quadratically.
+    """
     dtype = K.dtype
+    eps = jnp.finfo(dtype).eps
     d = 0.5 * y
-    # Start from the update applied to the prior (q = N(0, C)): nu_n^2 = C_nn.
+    # Start from the EM update applied to the prior (q = N(0, C)): nu_n^2 = C_nn.
     nu0 = jnp.sqrt(jnp.diagonal(K)) if init is None else jnp.asarray(init, dtype)
+
+    def evaluate(nu):
+        factor = factor_sites(K, 2.0 * jj_lambda(nu))
+        return nu, factor, lower_bound(K, y, nu, factor)
 
     def body(state):
         nu, factor, log_z, i, _, _ = state
-        sigma_diag, m, _ = site_marginals(K, 2.0 * jj_lambda(nu), d, factor)
-        new_nu = jnp.sqrt(jnp.maximum(sigma_diag, 0.0) + m**2)
-        new_factor = factor_sites(K, 2.0 * jj_lambda(new_nu))
-        new_log_z = lower_bound(K, y, new_nu, new_factor)
+        nu_em, nu_newton = _lower_candidates(K, y, nu, factor)
+        noise = 8.0 * eps * (1.0 + jnp.abs(log_z) + jnp.abs(jnp.dot(d, K @ d)) + jnp.sum(nu))
+        newton = evaluate(nu_newton)
+        new_nu, new_factor, new_log_z = lax.cond(
+            jnp.isfinite(newton[2]) & (newton[2] >= log_z - noise), lambda: newton, lambda: evaluate(nu_em)
+        )
         change = jnp.max(jnp.abs(new_nu - nu)) / (1.0 + jnp.max(new_nu))
         converged = (change <= tol) & (jnp.abs(new_log_z - log_z) <= tol * (1.0 + jnp.abs(new_log_z)))
         return new_nu, new_factor, new_log_z, i + 1, converged, change
@@ -142,8 +185,7 @@ def _solve_lower(method, K, y, init, tol):
         *_, i, converged, _ = state
         return ~converged & (i < method.max_steps)
 
-    factor0 = factor_sites(K, 2.0 * jj_lambda(nu0))
-    state = (nu0, factor0, lower_bound(K, y, nu0, factor0), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
+    state = (*evaluate(nu0), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
     nu, _, _, steps, converged, change = lax.while_loop(keep_going, body, state)
     nu = lax.stop_gradient(nu)
     converged = converged & jnp.all(jnp.isfinite(nu))

@@ -65,14 +65,13 @@ class AbstractLikelihood(eqx.Module):
         safe_std = jnp.where(std > 0, std, 1.0)
         a = jnp.clip((-_F_TRANSITION - mean) / safe_std, -_Z_RANGE, _Z_RANGE)
         b = jnp.clip((_F_TRANSITION - mean) / safe_std, -_Z_RANGE, _Z_RANGE)
-        total = jnp.zeros_like(mean)
-        for lo, hi in [(-_Z_RANGE, a), (a, b), (b, _Z_RANGE)]:
-            half = 0.5 * (hi - lo)
-            z = half[..., None] * nodes + (0.5 * (hi + lo))[..., None]
-            density = jnp.exp(-0.5 * z**2) / jnp.sqrt(2.0 * jnp.pi)
-            log_p = self.log_prob(y[:, None], mean[:, None] + std[:, None] * z)
-            total = total + half * jnp.sum(weights * density * log_p, axis=-1)
-        return total
+        edge = jnp.full_like(mean, _Z_RANGE)
+        lo, hi = jnp.stack([-edge, a, b], axis=-1), jnp.stack([a, b, edge], axis=-1)  # (n, 3 panels)
+        half = 0.5 * (hi - lo)
+        z = half[..., None] * nodes + (0.5 * (hi + lo))[..., None]  # (n, 3, nodes)
+        density = jnp.exp(-0.5 * z**2) / jnp.sqrt(2.0 * jnp.pi)
+        log_p = self.log_prob(y[:, None, None], mean[:, None, None] + std[:, None, None] * z)
+        return jnp.sum(half * jnp.sum(weights * density * log_p, axis=-1), axis=-1)
 
     def derivatives(
         self, y: Float[Array, " n"], f: Float[Array, " n"]
