@@ -178,14 +178,16 @@ def ml2_fit(kernel, X, y, max_steps):
     return result
 
 
-def section_cv(datasets, n_folds, max_em_steps, max_steps):
+def section_cv(datasets, n_folds, max_em_steps, max_steps, skip_folds=0, checkpoint=None):
+    """10-fold CV; every finished fold's rows are written to ``checkpoint`` (JSON) at once, so a run
+    cut short keeps its folds, and ``skip_folds`` resumes after them."""
     paper = {"ionosphere": (0.0514, 0.0485), "pima": (0.280, 0.245), "crabs": (0.025, 0.065)}
     rows = []
     for name in datasets:
         X_all, y_all = gpc.datasets.load(name)
         d = X_all.shape[1]
         errors = {"EM-EP(s,soft)": [], "EM-EP(m,soft)": [], "ML-II EP(s,soft)": []}
-        for k, test in enumerate(folds_of(len(y_all), n_folds)):
+        for k, test in list(enumerate(folds_of(len(y_all), n_folds)))[skip_folds:]:
             train = np.setdiff1d(np.arange(len(y_all)), test)
             mu, sd = X_all[train].mean(0), X_all[train].std(0)
             sd = np.where(sd > 0, sd, 1.0)
@@ -209,6 +211,9 @@ def section_cv(datasets, n_folds, max_em_steps, max_steps):
                                  converged=conv, seconds=round(secs, 1), **describe(res.kernel, res.likelihood)))
                 print(f"cv {name} fold {k} {key:17s}: error {err:.4f}  log q_EP {evidence:9.3f}  steps {steps:3d} "
                       f"conv {conv}  eps {float(res.likelihood.epsilon):.3f}  {secs:.1f} s", flush=True)
+            if checkpoint is not None:
+                with open(checkpoint, "w") as f:
+                    json.dump(rows, f, indent=1)
         for key, errs in errors.items():
             errs = np.array(errs)
             ref = {"EM-EP(m,soft)": paper[name][0], "EM-EP(s,soft)": paper[name][1]}.get(key)
@@ -233,11 +238,13 @@ def main():
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--max-em-steps", type=int, default=300)
     parser.add_argument("--max-steps", type=int, default=200, help="gpc.fit steps for the ML-II comparison")
+    parser.add_argument("--skip-folds", type=int, default=0, help="cv: start at fold K + 1 (resume a cut-short run)")
     parser.add_argument("--em-tol", type=float, default=None,
                         help="EM-EP stopping tolerance on the relative change of log q_EP (default: the library's 1e-7)")
     args = parser.parse_args()
     global EM_TOL
     EM_TOL = args.em_tol
+    os.makedirs(RESULTS, exist_ok=True)
     print(f"jax {jax.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, float64, "
           f"E-step {E_STEP}, EM tol {EM_TOL or 'default'}, arguments {vars(args)}")
     out = {}
@@ -246,7 +253,8 @@ def main():
     if "circle" in args.sections:
         out["circle"] = section_circle(range(args.circle_seeds), args.max_em_steps)
     if "cv" in args.sections:
-        out["cv"] = section_cv(args.datasets, args.folds, args.max_em_steps, args.max_steps)
+        checkpoint = os.path.join(RESULTS, "kim_ghahramani_cv_" + "_".join(args.datasets) + "_partial.json")
+        out["cv"] = section_cv(args.datasets, args.folds, args.max_em_steps, args.max_steps, args.skip_folds, checkpoint)
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, "kim_ghahramani_" + "_".join(args.sections) + ".json")
     with open(path, "w") as f:

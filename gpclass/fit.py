@@ -92,6 +92,7 @@ def fit(
     Wrapped in ``eqx.filter_jit``: non-array arguments (``optimizer``,
     ``log_prior``) are static, so pass the same objects to reuse a compilation.
     """
+    method.check_ml2()
     X = check_inputs(X)
     y = check_binary_labels(y, X.shape[0], X.dtype)
     if gtol is None:

@@ -87,7 +87,7 @@ def random_problem(n, seed, stiff=False):
 # --- the bounds bracket the exact evidence ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("n", [1, 3])
+@pytest.mark.parametrize("n", [1, 2, 3])
 def test_bounds_bracket_the_exact_log_evidence(n):
     for stiff in (False, True):
         for seed in range(3):
@@ -278,6 +278,8 @@ def test_bad_configurations_are_clear_errors(ionosphere_small):
         gpc.infer(gpc.KL(), kernel, gpc.likelihoods.LabelNoise(PROBIT, 0.1), X, y)
     with pytest.raises(ValueError, match="bound"):
         gpc.JaakkolaJordan(bound="middle")
+    with pytest.raises(ValueError, match="no finite maximum"):
+        gpc.fit(UPPER, kernel, LOGISTIC, X, y)
     with pytest.raises(Exception, match="did not converge"):
         gpc.infer(gpc.JaakkolaJordan(max_steps=1), kernel, LOGISTIC, X, y)
     post = gpc.infer(gpc.JaakkolaJordan(bound="upper", max_steps=1, throw=False), kernel, LOGISTIC, X, y)

@@ -20,6 +20,9 @@ class AbstractInference(eqx.Module):
 
     throw: eqx.AbstractVar[bool]
 
+    def check_ml2(self) -> None:
+        """Raise if maximising this method's ``log_marginal`` over hyperparameters is ill-posed (default: fine)."""
+
     @abc.abstractmethod
     def solve(
         self,

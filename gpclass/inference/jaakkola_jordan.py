@@ -51,7 +51,7 @@ from .._linalg import factor_b, half_log_det, solve_b, sqrt_precision
 from ..likelihoods import Logistic
 from ._base import AbstractInference
 from ._posterior import SolverInfo
-from ._sites import factor_sites, site_alpha, site_marginals
+from ._sites import factor_sites, site_alpha
 
 
 class JaakkolaJordan(AbstractInference):
@@ -68,7 +68,7 @@ class JaakkolaJordan(AbstractInference):
         tol: convergence when the variational parameters change by at most
             ``tol (1 + max |.|)`` and the bound by at most ``tol (1 + |bound|)``
             between steps.  ``None`` means 1e-10 in float64 and 1e-5 in float32.
-        max_steps: largest number of fixed-point (lower) or Newton (upper) steps.
+        max_steps: largest number of Newton (or EM fallback) steps.
         max_halvings: largest number of step halvings in one Newton step (upper).
         throw: raise if the optimisation did not converge; otherwise report it in ``info``.
     """
@@ -82,6 +82,14 @@ class JaakkolaJordan(AbstractInference):
     def __check_init__(self):
         if self.bound not in ("lower", "upper"):
             raise ValueError(f"bound must be 'lower' or 'upper'; got {self.bound!r}.")
+
+    def check_ml2(self):
+        if self.bound == "upper":
+            raise ValueError(
+                "The Jaakkola-Jordan upper bound has no finite maximum over the hyperparameters (it grows without "
+                "limit in the signal variance; Gibbs & MacKay sec. IV-C). Fit the lower bound, then evaluate "
+                "gpc.JaakkolaJordan(bound='upper') at the fitted hyperparameters."
+            )
 
     def solve(self, K, likelihood, y, init=None, key=None):
         if not isinstance(likelihood, Logistic):
