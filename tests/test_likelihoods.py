@@ -60,6 +60,20 @@ def test_curvature_has_finite_derivatives_where_it_underflows(lik):
     np.testing.assert_allclose(np.asarray(dW)[moderate], fd[moderate], rtol=1e-5, atol=1e-12)
 
 
+def test_probit_tail_has_no_holes():
+    """Dense scan of the lower tail: jax 0.10.2's erfcx is exactly 0 on [26.543, 26.642] (float64) and
+    [9.19, 9.42] (float32), which made log Phi(z) = -inf near z = -37.6 (float64) and z = -13.2 (float32)."""
+    z = np.linspace(-60.0, 0.0, 600001)
+    lik = gpc.likelihoods.Probit()
+    lp = np.asarray(lik.log_prob(jnp.ones_like(z), jnp.asarray(z)))
+    np.testing.assert_allclose(lp, special.log_ndtr(z), rtol=1e-13)
+    _, slope, W = lik.derivatives(jnp.ones_like(z), jnp.asarray(z))
+    assert np.all(np.isfinite(slope)) and np.all(np.isfinite(W))
+    z32 = jnp.asarray(z[z > -18.0], jnp.float32)
+    lp32 = np.asarray(lik.log_prob(jnp.ones_like(z32), z32))
+    np.testing.assert_allclose(lp32, special.log_ndtr(np.asarray(z32, np.float64)), rtol=2e-6)
+
+
 def test_log_phi_does_not_underflow():
     lp = gpc.likelihoods.Probit().log_prob(jnp.ones(3), jnp.array([-40.0, -1e3, -1e6]))
     # log Phi(z) ~ -z^2/2 - log(-z) - log(sqrt(2 pi)) for z -> -inf
