@@ -186,7 +186,7 @@ def test_kl_optimum_satisfies_its_fixed_point_and_equals_the_jensen_bound(lik, i
     np.testing.assert_allclose(lam, -2 * np.asarray(g_v), rtol=1e-5, atol=1e-6 * np.max(lam))
     elbo = float(post.log_marginal)
     assert float(gpc.variational_bound(post, y)) == pytest.approx(elbo, rel=1e-9)
-    if lik is LOGISTIC:
+    if lik is PROBIT:  # EP's probit moments are closed form (cheap to compile)
         kernel = se_kernel(np.log(3.0), np.log(4.0))
         for other in (gpc.Laplace(), gpc.EP()):
             assert float(gpc.variational_bound(gpc.infer(other, kernel, lik, X, y), y)) < elbo
@@ -259,12 +259,14 @@ def test_vmap_matches_loop_no_recompilation_and_float32(ionosphere_small):
     for name, column in zip(METHODS, np.asarray(batched).T):
         looped = [float(evaluate(METHODS[name], LOGISTIC, v, log_l, X, y)[0].log_marginal) for v in log_vs]
         np.testing.assert_allclose(column, looped, rtol=1e-9)
-    size = evaluate._cache_size()
     evaluate(LOWER, LOGISTIC, np.float64(0.37), log_l, X, y)
+    size = evaluate._cache_size()
+    evaluate(LOWER, LOGISTIC, np.float64(0.52), log_l, X, y)
     assert evaluate._cache_size() == size, "a new value of a hyperparameter must not recompile"
     X32, y32 = jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
     args32 = (jnp.float32(1.0), jnp.asarray(log_l, jnp.float32), X32, y32)
-    v32, g32 = jax.jit(lambda *a: (values(*a), jax.jacrev(values)(*a)))(*args32)
+    # The gradient of the sum is NaN if any method's gradient is (one reverse pass, one compilation).
+    v32, g32 = jax.jit(lambda *a: (values(*a), jax.grad(lambda *b: jnp.sum(values(*b)))(*a)))(*args32)
     assert v32.dtype == jnp.float32 and np.all(np.isfinite(v32)) and np.all(np.isfinite(g32))
     np.testing.assert_allclose(v32, batched[1], rtol=1e-3)
 
