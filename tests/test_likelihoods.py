@@ -63,7 +63,7 @@ def test_curvature_has_finite_derivatives_where_it_underflows(lik):
 def test_probit_tail_has_no_holes():
     """Dense scan of the lower tail: jax 0.10.2's erfcx is exactly 0 on [26.543, 26.642] (float64) and
     [9.19, 9.42] (float32), which made log Phi(z) = -inf near z = -37.6 (float64) and z = -13.2 (float32)."""
-    z = np.linspace(-60.0, 0.0, 600001)
+    z = np.linspace(-60.0, 0.0, 24001)  # step 0.0025: dozens of points inside each former hole
     lik = gpc.likelihoods.Probit()
     lp = np.asarray(lik.log_prob(jnp.ones_like(z), jnp.asarray(z)))
     np.testing.assert_allclose(lp, special.log_ndtr(z), rtol=1e-13)
