@@ -12,7 +12,17 @@ from . import datasets, kernels, likelihoods, metrics, priors
 from .bound import variational_bound
 from .em_ep import EMEPResult, fit_em_ep
 from .fit import FitResult, fit
-from .inference import EP, KL, AbstractInference, GaussianPosterior, JaakkolaJordan, Laplace, SolverInfo, infer
+from .inference import (
+    EP,
+    KL,
+    AbstractInference,
+    GaussianPosterior,
+    JaakkolaJordan,
+    Laplace,
+    SoftmaxPosterior,
+    SolverInfo,
+    infer,
+)
 from .likelihoods import mackay_probability
 from .predict import predict, predict_latent
 
@@ -27,6 +37,7 @@ __all__ = [
     "JaakkolaJordan",
     "KL",
     "Laplace",
+    "SoftmaxPosterior",
     "SolverInfo",
     "datasets",
     "fit",

@@ -38,3 +38,21 @@ def check_binary_labels(y, n: int, dtype) -> Float[Array, " n"]:
     mixed = jnp.any(y == 0) & jnp.any(y == -1)
     y = eqx.error_if(y, mixed, "labels mix the codings {0, 1} and {-1, +1} (both 0 and -1 occur).")
     return jnp.where(y > 0, 1.0, -1.0).astype(dtype)
+
+
+def check_class_labels(y, n: int, num_classes: int, dtype) -> Float[Array, "n C"]:
+    """Integer class labels 0..C-1 as the 0/1 indicator matrix Y of shape (n, C) (GPML's y, eq. 3.35).
+
+    Floats are accepted when they hold whole numbers; anything else (a
+    fraction, a label outside 0..C-1, a NaN, booleans) is an error.
+    """
+    y = jnp.asarray(y)
+    if y.shape != (n,):
+        raise ValueError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
+    if y.dtype == jnp.bool_ or not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
+        raise ValueError(f"multi-class labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
+    whole = jnp.all(y == jnp.round(y)) if jnp.issubdtype(y.dtype, jnp.floating) else jnp.asarray(True)
+    y = eqx.error_if(y, ~whole, f"multi-class labels must be whole numbers 0..{num_classes - 1} (got a fraction or NaN).")
+    in_range = jnp.all((y >= 0) & (y <= num_classes - 1))
+    y = eqx.error_if(y, ~in_range, f"multi-class labels must lie in 0..{num_classes - 1} for Softmax({num_classes}).")
+    return (y.astype(jnp.int32)[:, None] == jnp.arange(num_classes)).astype(dtype)

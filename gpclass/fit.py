@@ -20,9 +20,9 @@ import optax
 from jax import lax
 
 from ._types import Array, Bool, Float, Int
-from ._validation import check_binary_labels, check_inputs
-from .inference import AbstractInference, GaussianPosterior
-from .inference._infer import solve_posterior
+from ._validation import check_inputs
+from .inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
+from .inference._infer import check_labels, solve_posterior
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood
 
@@ -40,7 +40,7 @@ class FitResult(eqx.Module):
 
     kernel: AbstractKernel
     likelihood: AbstractLikelihood
-    posterior: GaussianPosterior
+    posterior: GaussianPosterior | SoftmaxPosterior
     objective: Float[Array, ""]
     history: Float[Array, " max_steps"]
     num_steps: Int[Array, ""]
@@ -94,7 +94,7 @@ def fit(
     """
     method.check_ml2()
     X = check_inputs(X)
-    y = check_binary_labels(y, X.shape[0], X.dtype)
+    y = check_labels(likelihood, y, X)
     if gtol is None:
         gtol = 1e-5 if X.dtype == jnp.float64 else 1e-2
     params, static = eqx.partition((kernel, likelihood), eqx.is_inexact_array)

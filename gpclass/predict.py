@@ -1,51 +1,116 @@
-"""Predictions from any Gaussian posterior (GPML Algorithms 3.2 and 3.6)."""
+"""Predictions from any Gaussian posterior (GPML Algorithms 3.2, 3.4 and 3.6)."""
 
 import equinox as eqx
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
 
 from ._linalg import latent_variance_reduction
 from ._types import Array, Float
 from ._validation import check_inputs
-from .inference import GaussianPosterior
+from .inference import GaussianPosterior, SoftmaxPosterior
 from .likelihoods import mackay_probability
 
 
 @eqx.filter_jit
-def predict_latent(
-    posterior: GaussianPosterior, X_test
-) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
-    """Latent predictive mean and variance at test inputs.
+def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior, X_test):
+    """Latent predictive moments at test inputs.
 
+    Binary posteriors: mean and variance, each of shape (m,):
     E[f*] = k*^T alpha (GPML eq. 3.21) and
     V[f*] = k(x*, x*) - k*^T (K + W^-1)^-1 k* = k** - |L^-1 W^1/2 k*|^2 (eq. 3.24, Algorithm 3.2).
+
+    Softmax posteriors: mean of shape (m, C) (eq. 3.41) and covariance of
+    shape (m, C, C) (eq. 3.43, see :func:`_softmax_latent`).  Memory is
+    O(C n m): predict a large test set in batches.
     """
     X_test = check_inputs(X_test, "X_test")
     if X_test.shape[1] != posterior.X.shape[1]:
         raise ValueError(
             f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {posterior.X.shape[1]}."
         )
+    if isinstance(posterior, SoftmaxPosterior):
+        return _softmax_latent(posterior, X_test)
     K_cross = posterior.kernel.gram(X_test, posterior.X)
     mean = K_cross @ posterior.alpha
     var = posterior.kernel.diag(X_test) - latent_variance_reduction(posterior.chol, posterior.sqrt_w, K_cross)
     return mean, var
 
 
-@eqx.filter_jit
-def predict(posterior: GaussianPosterior, X_test, *, approximation: str | None = None) -> Float[Array, " m"]:
-    """p(y* = +1 | x*, X, y), the likelihood averaged over the latent predictive (GPML eq. 3.25).
+def _softmax_latent(posterior: SoftmaxPosterior, X_test) -> tuple[Float[Array, "m C"], Float[Array, "m C C"]]:
+    """GPML Algorithm 3.4, lines 8-16, for all test points at once.
 
-    Args:
-        posterior: from :func:`gpclass.infer`.
-        X_test: test inputs of shape (m, d).
-        approximation: ``None`` (default) averages accurately (exact for the
-            probit; quadrature accurate to ~1e-12 for the logistic at every
-            latent variance); ``"mackay"`` uses sigma(kappa(s^2) mean)
-            (Gibbs & MacKay eq. 23), meant for the logistic likelihood.
+    mean_c = k_c*^T (y^c - pi^c)                                   (eq. 3.41)
+    cov_cc' = delta_cc' (k_c(x*, x*) - k_c*^T E_c k_c*) + b_c^T (sum_c E_c)^-1 b_c',  b_c = E_c k_c*
+                                                                   (eq. 3.43 with eq. 3.47)
+    """
+    E, M, alpha = posterior.e_blocks, posterior.chol_sum_e, posterior.alpha
+    K_cross = posterior.kernel.gram(X_test, posterior.X)  # (m, n) shared, (C, m, n) per class
+    prior_var = posterior.kernel.diag(X_test)  # (m,) or (C, m)
+    if K_cross.ndim == 2:
+        mean = K_cross @ alpha
+        b = jnp.einsum("cij,mj->cim", E, K_cross)
+        quad = jnp.einsum("mi,cim->mc", K_cross, b)
+        prior_var = prior_var[:, None]
+    else:
+        mean = jnp.einsum("cmi,ic->mc", K_cross, alpha)
+        b = jnp.einsum("cij,cmj->cim", E, K_cross)
+        quad = jnp.einsum("cmi,cim->mc", K_cross, b)
+        prior_var = prior_var.T
+    num_classes, n, m = b.shape
+    v = jsl.solve_triangular(M, jnp.moveaxis(b, 0, 1).reshape(n, num_classes * m), lower=True)
+    v = v.reshape(n, num_classes, m)
+    cov = jnp.einsum("icm,idm->mcd", v, v)
+    diag = prior_var - quad
+    cov = cov + diag[:, :, None] * jnp.eye(num_classes, dtype=cov.dtype)
+    return mean, cov
+
+
+@eqx.filter_jit
+def predict(
+    posterior: GaussianPosterior | SoftmaxPosterior,
+    X_test,
+    *,
+    approximation: str | None = None,
+    key: Array | None = None,
+    num_samples: int = 10_000,
+) -> Float[Array, " m"] | Float[Array, "m C"]:
+    """Class probabilities: the likelihood averaged over the latent predictive distribution.
+
+    Binary posteriors return p(y* = +1 | x*) of shape (m,) (GPML eq. 3.25):
+
+    * ``approximation=None`` (default) averages accurately (exact for the
+      probit; quadrature accurate to ~1e-12 for the logistic at every latent
+      variance);
+    * ``"mackay"`` uses sigma(kappa(s^2) mean) (Gibbs & MacKay eq. 23), meant
+      for the logistic likelihood.
+
+    ``key`` and ``num_samples`` are not used by binary posteriors.
+
+    Softmax posteriors return E[softmax(f*)] of shape (m, C), rows summing to one:
+
+    * ``approximation=None`` or ``"monte_carlo"``: the average over
+      ``num_samples`` draws of f* from its Gaussian (GPML Algorithm 3.4); needs
+      an explicit PRNG ``key``.  Standard error at most 0.5 / sqrt(num_samples).
+    * ``"mean_field"``: a deterministic approximation using the full latent
+      covariance (see ``Softmax.mean_field_probability``); for C = 2 it is
+      MacKay's approximation.
     """
     mean, var = predict_latent(posterior, X_test)
+    if isinstance(posterior, SoftmaxPosterior):
+        likelihood = posterior.likelihood
+        if approximation in (None, "monte_carlo"):
+            if key is None:
+                raise ValueError(
+                    "multi-class predictions average the softmax over the latent Gaussian by Monte Carlo "
+                    "(GPML Algorithm 3.4), which needs an explicit key=jax.random.key(...); "
+                    "or pass approximation='mean_field' for a deterministic approximation."
+                )
+            return likelihood.monte_carlo_probability(mean, var, key, num_samples)
+        if approximation == "mean_field":
+            return likelihood.mean_field_probability(mean, var)
+        raise ValueError(f"approximation must be None, 'monte_carlo' or 'mean_field'; got {approximation!r}.")
     if approximation is None:
         return posterior.likelihood.predictive_probability(mean, var)
     if approximation == "mackay":
         return mackay_probability(mean, var)
     raise ValueError(f"approximation must be None or 'mackay'; got {approximation!r}.")
-
-

@@ -2,10 +2,10 @@
 
 from ._base import AbstractInference
 from ._infer import infer
-from ._posterior import GaussianPosterior, SolverInfo
+from ._posterior import GaussianPosterior, SoftmaxPosterior, SolverInfo
 from .ep import EP
 from .jaakkola_jordan import JaakkolaJordan
 from .kl import KL
 from .laplace import Laplace
 
-__all__ = ["AbstractInference", "EP", "GaussianPosterior", "JaakkolaJordan", "KL", "Laplace", "SolverInfo", "infer"]
+__all__ = ["AbstractInference", "EP", "GaussianPosterior", "JaakkolaJordan", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "infer"]

@@ -23,6 +23,19 @@ class AbstractInference(eqx.Module):
     def check_ml2(self) -> None:
         """Raise if maximising this method's ``log_marginal`` over hyperparameters is ill-posed (default: fine)."""
 
+    def solve_multiclass(
+        self,
+        K: Float[Array, "n n"] | Float[Array, "C n n"],
+        likelihood: eqx.Module,
+        Y: Float[Array, "n C"],
+        init: Float[Array, "n C"] | None,
+        key: Array | None = None,
+    ) -> dict:
+        """Approximate the posterior of a softmax model (Y: 0/1 indicators); the fields of a ``SoftmaxPosterior``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not support the multi-class Softmax likelihood; use gpc.Laplace()."
+        )
+
     @abc.abstractmethod
     def solve(
         self,

@@ -2,11 +2,11 @@
 
 import equinox as eqx
 
-from .._validation import check_binary_labels, check_inputs
+from .._validation import check_binary_labels, check_class_labels, check_inputs
 from ..kernels import AbstractKernel
-from ..likelihoods import AbstractLikelihood
+from ..likelihoods import AbstractLikelihood, Softmax
 from ._base import AbstractInference
-from ._posterior import GaussianPosterior
+from ._posterior import GaussianPosterior, SoftmaxPosterior
 
 
 @eqx.filter_jit
@@ -25,17 +25,19 @@ def infer(
     Args:
         method: an inference configuration such as ``gpc.Laplace()``.
         kernel: the prior covariance function.
-        likelihood: ``gpc.likelihoods.Logistic()`` or ``Probit()``.
+        likelihood: a binary likelihood such as ``gpc.likelihoods.Logistic()``
+            or ``Probit()``, or ``gpc.likelihoods.Softmax(C)`` (Laplace only).
         X: inputs of shape (n, d), finite.
-        y: labels of shape (n,) in {-1, +1}; {0, 1} and booleans are accepted
-            (0 / False mean -1).
+        y: labels of shape (n,): binary in {-1, +1} ({0, 1} and booleans are
+            accepted, 0 / False meaning -1); for ``Softmax(C)`` integers 0..C-1.
         init: an optional warm start for the method: ``posterior.warm_start``
             of an earlier solution by the same method (Laplace: a = K^-1 f;
             EP: the site parameters); an explicit argument, never hidden state.
         key: a PRNG key, for methods with randomness (``gpc.EP(order="random")``).
 
     Returns:
-        A :class:`GaussianPosterior`; ``.log_marginal`` is differentiable with
+        A :class:`GaussianPosterior` (a :class:`SoftmaxPosterior` for the
+        softmax likelihood); ``.log_marginal`` is differentiable with
         respect to the kernel and likelihood parameters.
 
     Wrapped in ``eqx.filter_jit`` (arrays are traced, everything else is
@@ -43,11 +45,24 @@ def infer(
     inside a user's ``jax.jit`` it is simply inlined.
     """
     X = check_inputs(X)
-    y = check_binary_labels(y, X.shape[0], X.dtype)
+    y = check_labels(likelihood, y, X)
     return solve_posterior(method, kernel, likelihood, X, y, init, key)
 
 
-def solve_posterior(method, kernel, likelihood, X, y, init, key=None) -> GaussianPosterior:
-    """:func:`infer` for inputs already checked: X (n, d) finite, y in {-1, +1}."""
-    fields = method.solve(kernel.gram(X), likelihood, y, init, key)
+def check_labels(likelihood, y, X):
+    """Binary labels as floats in {-1, +1}; softmax labels as the 0/1 indicator matrix (n, C)."""
+    if isinstance(likelihood, Softmax):
+        return check_class_labels(y, X.shape[0], likelihood.num_classes, X.dtype)
+    return check_binary_labels(y, X.shape[0], X.dtype)
+
+
+def solve_posterior(method, kernel, likelihood, X, y, init, key=None) -> GaussianPosterior | SoftmaxPosterior:
+    """:func:`infer` for inputs already checked by :func:`check_inputs` and :func:`check_labels`."""
+    K = kernel.gram(X)
+    if isinstance(likelihood, Softmax):
+        fields = method.solve_multiclass(K, likelihood, y, init, key)
+        return SoftmaxPosterior(kernel=kernel, likelihood=likelihood, X=X, **fields)
+    if K.ndim != 2:
+        raise ValueError("a PerClass kernel needs the multi-class gpc.likelihoods.Softmax likelihood.")
+    fields = method.solve(K, likelihood, y, init, key)
     return GaussianPosterior(kernel=kernel, likelihood=likelihood, X=X, **fields)

@@ -48,3 +48,25 @@ class GaussianPosterior(eqx.Module):
     log_marginal: Float[Array, ""]
     info: SolverInfo
     warm_start: PyTree[Array]
+
+
+class SoftmaxPosterior(eqx.Module):
+    """q(f|X, y) = N(F^, (K^-1 + W)^-1) for the C latent functions of a softmax model (GPML section 3.5).
+
+    Latents are laid out as (n, C) arrays.  Predictions (GPML Algorithm 3.4)
+    need ``alpha`` = y - pi^ (E[f*^c] = k_c*^T alpha^c, eq. 3.41), the blocks
+    ``e_blocks`` E_c = D_c^1/2 (I + D_c^1/2 K_c D_c^1/2)^-1 D_c^1/2 of shape (C, n, n)
+    and ``chol_sum_e``, the Cholesky factor M of sum_c E_c (eqs. 3.43, 3.47).
+    ``log_marginal`` is eq. 3.44; ``warm_start`` is a = K^-1 F^ (n, C).
+    """
+
+    kernel: AbstractKernel
+    likelihood: eqx.Module
+    X: Float[Array, "n d"]
+    alpha: Float[Array, "n C"]
+    e_blocks: Float[Array, "C n n"]
+    chol_sum_e: Float[Array, "n n"]
+    mean: Float[Array, "n C"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]

@@ -16,14 +16,18 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._linalg import factor_b, half_log_det_b, solve_i_plus_wk, sqrt_precision
-from .._types import Array, Float
-from ..likelihoods import AbstractLikelihood
 from ._base import AbstractInference
+from ._newton import newton
+from .laplace_softmax import better_start, softmax_blocks, softmax_log_marginal, softmax_mode
 from ._posterior import SolverInfo
 
 
 class Laplace(AbstractInference):
     """Laplace approximation q(f) = N(f^, (K^-1 + W)^-1) at the posterior mode f^.
+
+    Binary likelihoods use GPML Algorithm 3.1; ``gpc.likelihoods.Softmax(C)``
+    uses the multi-class Algorithm 3.3 with the same Newton safeguard and
+    settings.
 
     Attributes:
         rtol: stop when the full Newton step changes f by at most
@@ -78,6 +82,32 @@ class Laplace(AbstractInference):
         )
 
 
+    def solve_multiclass(self, K, likelihood, Y, init=None, key=None):
+        """GPML Algorithm 3.3 (see ``laplace_softmax``): the mode, the blocks E_c and M, and eq. 3.44."""
+        num_classes = likelihood.num_classes
+        if K.ndim == 3 and K.shape[0] != num_classes:
+            raise ValueError(f"the PerClass kernel has {K.shape[0]} classes but the likelihood has {num_classes}.")
+        n = K.shape[-1]
+        K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
+        a0 = jnp.zeros((n, num_classes), dtype=K.dtype) if init is None else better_start(K, Y, init)
+        F, num_steps, converged, a, max_change = softmax_mode(self, K, Y, a0)
+        if self.throw:
+            F = eqx.error_if(
+                F, ~converged, "Laplace: Newton iterations did not converge (raise max_steps, or pass throw=False)."
+            )
+        pi = jax.nn.softmax(F, axis=1)
+        L, E, M = softmax_blocks(K, pi)
+        return dict(
+            alpha=Y - pi,
+            e_blocks=E,
+            chol_sum_e=M,
+            mean=F,
+            log_marginal=softmax_log_marginal(Y, F, L, M),
+            info=SolverInfo(num_steps=num_steps, converged=converged, max_change=max_change),
+            warm_start=lax.stop_gradient(a),
+        )
+
+
 def _psi(K, likelihood, y, a):
     """Psi(a) = log p(y|K a) - 1/2 a^T K a  (GPML eq. 3.12 in the variable a = K^-1 f)."""
     f = K @ a
@@ -109,62 +139,17 @@ def _newton_direction(K, likelihood, y, a, f):
     return a_new - a, noise
 
 
-def _newton(method: Laplace, K, likelihood, y, a0):
-    """Damped Newton iterations in ``lax.while_loop``; returns (f^, a^, steps, converged, last step size)."""
-    eps = jnp.finfo(K.dtype).eps
-    rtol = jnp.sqrt(eps) if method.rtol is None else method.rtol
-    psi0, f0 = _psi(K, likelihood, y, a0)
-
-    def acceptable(psi_t, psi, noise):
-        # Psi must not decrease beyond its rounding level: near the mode a Newton
-        # step of size delta changes Psi by O(delta^2), below what Psi resolves.
-        return psi_t >= psi - 8.0 * (noise + eps * jnp.abs(psi))
-
-    def halve(state):
-        t, _, _, k, da, a, psi, noise = state
-        t = 0.5 * t
-        psi_t, f_t = _psi(K, likelihood, y, a + t * da)
-        return t, psi_t, f_t, k + 1, da, a, psi, noise
-
-    def step(state):
-        a, f, psi, i, _, _, _ = state
-        da, noise = _newton_direction(K, likelihood, y, a, f)
-        psi_t, f_t = _psi(K, likelihood, y, a + da)
-        # Converged when the full Newton step is small (then it is taken whatever
-        # Psi says, as Psi cannot resolve such a step); otherwise halve the step
-        # until Psi does not decrease: the Newton direction ascends Psi (concave
-        # for log-concave likelihoods), so some t in {1, 1/2, 1/4, ...} works.
-        change = jnp.max(jnp.abs(f_t - f)) / (1.0 + jnp.max(jnp.abs(f_t)))
-        small = change <= rtol
-        t, psi_t, f_t, *_ = lax.while_loop(
-            lambda s: ~small & ~acceptable(s[1], s[6], s[7]) & (s[3] < method.max_halvings),
-            halve,
-            (jnp.ones((), a.dtype), psi_t, f_t, 0, da, a, psi, noise),
-        )
-        accepted = small | acceptable(psi_t, psi, noise)
-        a_next = jnp.where(accepted, a + t * da, a)
-        f_next = jnp.where(accepted, f_t, f)
-        psi_next = jnp.where(accepted, psi_t, psi)
-        converged = small & jnp.isfinite(psi_t)
-        # A step that cannot be accepted at any length ends the iterations unconverged.
-        return a_next, f_next, psi_next, i + 1, converged | ~accepted, converged, change
-
-    def keep_going(state):
-        _, _, _, i, done, _, _ = state
-        return ~done & (i < method.max_steps)
-
-    false = jnp.asarray(False)
-    inf = jnp.asarray(jnp.inf, a0.dtype)
-    a, f, psi, steps, _, converged, change = lax.while_loop(
-        keep_going, step, (a0, f0, psi0, 0, false, false, inf)
-    )
-    return f, a, steps, converged, change
-
-
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _mode(method: Laplace, K, likelihood, y, a0):
     """The posterior mode f^(K, likelihood), differentiable by the implicit function theorem."""
-    f, a, steps, converged, change = _newton(method, K, likelihood, y, a0)
+    f, a, steps, converged, change = newton(
+        lambda a: _psi(K, likelihood, y, a),
+        lambda a, f: _newton_direction(K, likelihood, y, a, f),
+        a0,
+        rtol=method.rtol,
+        max_steps=method.max_steps,
+        max_halvings=method.max_halvings,
+    )
     return f, steps, converged, a, change
 
 

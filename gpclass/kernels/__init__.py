@@ -2,6 +2,7 @@
 
 from ._base import AbstractKernel, OnDims, Product, Sum
 from ._categorical import CategoricalOverlap
+from ._per_class import PerClass
 from ._simple import Constant, Linear, White
 from ._stationary import SquaredExponential
 
@@ -11,6 +12,7 @@ __all__ = [
     "Constant",
     "Linear",
     "OnDims",
+    "PerClass",
     "Product",
     "SquaredExponential",
     "Sum",

@@ -1,4 +1,4 @@
-"""Likelihoods p(y|f) for labels y in {-1, +1}."""
+"""Likelihoods p(y|f): binary ones for labels y in {-1, +1}, and the multi-class softmax."""
 
 from ._base import AbstractLikelihood
 from ._heaviside import Heaviside
@@ -6,5 +6,6 @@ from ._label_noise import LabelNoise
 from ._logistic import Logistic
 from ._mackay import mackay_probability
 from ._probit import Probit
+from ._softmax import Softmax
 
-__all__ = ["AbstractLikelihood", "Heaviside", "LabelNoise", "Logistic", "Probit", "mackay_probability"]
+__all__ = ["AbstractLikelihood", "Heaviside", "LabelNoise", "Logistic", "Probit", "Softmax", "mackay_probability"]

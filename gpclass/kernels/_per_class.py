@@ -1,0 +1,49 @@
+"""One kernel per latent function of a multi-class model, batched along a class axis."""
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._base import AbstractKernel
+
+
+class PerClass(AbstractKernel):
+    """C kernels of one structure, k_c for class c, stored as one module with a leading class axis.
+
+    GPML section 3.5 allows a different covariance function K_c per class.
+    ``PerClass([k_0, ..., k_{C-1}])`` stacks the parameters of C kernels of the
+    same type (say, SE kernels with their own variance and length scale);
+    ``gram`` and ``diag`` ``vmap`` over the class axis and return arrays with
+    a leading axis of length C.  A plain kernel (no ``PerClass``) is shared
+    by all classes.  Only the multi-class (softmax) inference uses it.
+    """
+
+    kernels: AbstractKernel
+
+    def __init__(self, kernels: Sequence[AbstractKernel] | AbstractKernel):
+        if isinstance(kernels, AbstractKernel):
+            stacked = kernels
+        else:
+            kernels = list(kernels)
+            if len(kernels) < 2 or len({jax.tree.structure(k) for k in kernels}) != 1:
+                raise ValueError("PerClass needs at least two kernels of the same structure (type and static fields).")
+            stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *kernels)
+        leading = {jnp.shape(leaf)[0] if jnp.ndim(leaf) else None for leaf in jax.tree.leaves(stacked)}
+        if len(leading) != 1 or None in leading:
+            raise ValueError(f"PerClass: every parameter needs the same leading class axis; got leading sizes {leading}.")
+        self.kernels = stacked
+
+    @property
+    def num_classes(self) -> int:
+        return jnp.shape(jax.tree.leaves(self.kernels)[0])[0]
+
+    def evaluate(self, x1, x2):
+        return eqx.filter_vmap(lambda k: k.evaluate(x1, x2))(self.kernels)
+
+    def gram(self, X1, X2=None):
+        return eqx.filter_vmap(lambda k: k.gram(X1, X2))(self.kernels)
+
+    def diag(self, X):
+        return eqx.filter_vmap(lambda k: k.diag(X))(self.kernels)

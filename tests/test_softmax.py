@@ -1,0 +1,315 @@
+"""Multi-class Laplace (GPML Algorithms 3.3-3.4) against dense formulas, the binary case and quadrature."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import special
+
+import gpclass as gpc
+from conftest import central_difference, se_kernel, standardised_subset
+
+C = 3
+SOFTMAX = gpc.likelihoods.Softmax(C)
+
+
+def per_class_kernel(log_variances, log_lengthscales):
+    return gpc.kernels.PerClass(
+        gpc.kernels.SquaredExponential(variance=jnp.exp(log_variances), lengthscale=jnp.exp(log_lengthscales))
+    )
+
+
+def kernel_from(theta):
+    """Shared SE kernel from theta = (log sf2, log l); one SE kernel per class from 2C values."""
+    if theta.shape[0] == 2:
+        return se_kernel(theta[0], theta[1])
+    return per_class_kernel(theta[: theta.shape[0] // 2], theta[theta.shape[0] // 2 :])
+
+
+@jax.jit
+def posterior(theta, X, y):
+    return gpc.infer(gpc.Laplace(), kernel_from(theta), gpc.likelihoods.Softmax(C), X, y)
+
+
+@jax.jit
+def log_marginal_and_grad(theta, X, y):
+    return jax.value_and_grad(lambda t: posterior(t, X, y).log_marginal)(theta)
+
+
+@pytest.fixture(scope="session")
+def vehicle_small():
+    """40 standardised cases of the Vehicle data, relabelled to 3 classes (0, 1 and 2-or-3)."""
+    X, y = standardised_subset("vehicle", 3, n=40)
+    return X, np.minimum(y, 2)
+
+
+# --- dense references in numpy (class-major Cn vectors, as GPML eq. 3.33) -----------------------------
+
+
+def dense_blocks(theta, X):
+    K = np.asarray(kernel_from(jnp.asarray(theta)).gram(X))
+    K = np.broadcast_to(K, (C,) + K.shape[-2:])
+    return K, np.block([[K[c] if c == d else np.zeros_like(K[c]) for d in range(C)] for c in range(C)])
+
+
+def dense_w(pi):
+    """W = diag(pi) - Pi Pi^T (eq. 3.38) as a dense Cn x Cn matrix, pi of shape (n, C)."""
+    Pi = np.vstack([np.diag(pi[:, c]) for c in range(C)])
+    return np.diag(pi.T.reshape(-1)) - Pi @ Pi.T
+
+
+def dense_log_marginal(K_big, Y, F):
+    """eq. 3.44 with a dense log-determinant of I + K W (no block tricks)."""
+    pi = special.softmax(F, axis=1)
+    f = F.T.reshape(-1)
+    quad = f @ np.linalg.solve(K_big, f)
+    lse = special.logsumexp(F, axis=1).sum()
+    return -0.5 * quad + np.sum(Y * F) - lse - 0.5 * np.linalg.slogdet(np.eye(len(f)) + K_big @ dense_w(pi))[1]
+
+
+THETAS = {
+    "shared": np.array([np.log(4.0), np.log(2.0)]),
+    "per-class": np.log(np.array([3.0, 8.0, 1.5, 2.5, 1.5, 4.0])),
+    "stiff": np.array([np.log(200.0), np.log(1.5)]),
+}
+
+
+# --- mode, evidence, gradient ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", list(THETAS))
+def test_mode_and_evidence_match_dense_definitions(case, vehicle_small):
+    X, y = vehicle_small
+    post = posterior(THETAS[case], X, y)
+    assert bool(post.info.converged)
+    K, K_big = dense_blocks(THETAS[case], X)
+    Y = np.eye(C)[y]
+    F = np.asarray(post.mean)
+    pi = special.softmax(F, axis=1)
+    # stationarity (eq. 3.36 = 0): f^c = K_c (y^c - pi^c)
+    residual = F - np.einsum("cij,jc->ic", K, Y - pi)
+    assert np.max(np.abs(residual)) < 1e-9 * (1 + np.max(np.abs(F)))
+    assert float(post.log_marginal) == pytest.approx(dense_log_marginal(K_big, Y, F), rel=1e-10)
+    np.testing.assert_allclose(post.alpha, Y - pi, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", list(THETAS))
+def test_gradient_matches_finite_differences(case, vehicle_small):
+    X, y = vehicle_small
+    value, grad = log_marginal_and_grad(THETAS[case], X, y)
+    fd = central_difference(lambda t: float(posterior(jnp.asarray(t), X, y).log_marginal), THETAS[case], h=1e-5)
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8 * abs(float(value)))
+
+
+def test_reverse_mode_stores_no_newton_iterations(vehicle_small):
+    X, y = vehicle_small
+    jaxpr = str(jax.make_jaxpr(jax.grad(lambda t: posterior(t, X, y).log_marginal))(THETAS["shared"]))
+    assert "while" in jaxpr and "scan" not in jaxpr
+
+
+# --- two classes are binary logistic classification of f^0 - f^1 with kernel 2k -------------------------
+
+
+@jax.jit
+def two_class_and_binary(theta, X, y, X_test, key):
+    def multi_posterior(theta):
+        return gpc.infer(gpc.Laplace(), se_kernel(theta[0], theta[1]), gpc.likelihoods.Softmax(2), X, y)
+
+    def binary_posterior(theta):
+        doubled = se_kernel(theta[0] + jnp.log(2.0), theta[1])
+        return gpc.infer(gpc.Laplace(), doubled, gpc.likelihoods.Logistic(), X, jnp.where(y == 0, 1.0, -1.0))
+
+    multi, binary = multi_posterior(theta), binary_posterior(theta)
+    return dict(
+        multi_lml=multi.log_marginal,
+        binary_lml=binary.log_marginal,
+        multi_grad=jax.grad(lambda t: multi_posterior(t).log_marginal)(theta),
+        binary_grad=jax.grad(lambda t: binary_posterior(t).log_marginal)(theta),
+        multi_latent=gpc.predict_latent(multi, X_test),
+        binary_latent=gpc.predict_latent(binary, X_test),
+        multi_mc=gpc.predict(multi, X_test, key=key, num_samples=40_000),
+        multi_mean_field=gpc.predict(multi, X_test, approximation="mean_field"),
+        binary_exact=gpc.predict(binary, X_test),
+        binary_mackay=gpc.predict(binary, X_test, approximation="mackay"),
+    )
+
+
+def test_two_classes_equal_binary_logistic_with_doubled_kernel(ionosphere_small):
+    """p(y = 0 | f) = sigma(f^0 - f^1) and f^0 - f^1 ~ GP(0, 2k); the Laplace approximation is
+    equivariant under this linear map, so everything equals binary logistic Laplace with kernel 2k."""
+    X, y_pm = ionosphere_small
+    y = np.where(y_pm > 0, 0, 1)
+    theta = jnp.array([np.log(3.0), np.log(3.0)])
+    out = two_class_and_binary(theta, X[:45], y[:45], X[45:], jax.random.key(0))
+    assert float(out["multi_lml"]) == pytest.approx(float(out["binary_lml"]), rel=1e-10)
+    np.testing.assert_allclose(out["multi_grad"], out["binary_grad"], rtol=1e-8)
+    (mean, cov), (mean_b, var_b) = out["multi_latent"], out["binary_latent"]
+    np.testing.assert_allclose(mean[:, 0] - mean[:, 1], mean_b, rtol=1e-8, atol=1e-10)
+    var_diff = cov[:, 0, 0] + cov[:, 1, 1] - 2 * cov[:, 0, 1]
+    np.testing.assert_allclose(var_diff, var_b, rtol=1e-8)
+    np.testing.assert_allclose(out["multi_mean_field"][:, 0], out["binary_mackay"], rtol=1e-12)
+    # Monte Carlo with 40,000 samples: standard error <= 0.5 / 200 = 0.0025
+    np.testing.assert_allclose(out["multi_mc"][:, 0], out["binary_exact"], atol=0.01)
+    np.testing.assert_allclose(jnp.sum(out["multi_mc"], axis=1), 1.0, rtol=1e-12)
+
+
+# --- predictions ---------------------------------------------------------------------------------------
+
+
+def test_latent_predictions_match_dense_formula(vehicle_small):
+    """eq. 3.43, first line: Sigma + Q*^T K^-1 (K^-1 + W)^-1 K^-1 Q*, with dense Cn x Cn matrices."""
+    X, y = vehicle_small
+    theta = THETAS["per-class"]
+    post = posterior(theta, X[:30], y[:30])
+    mean, cov = gpc.predict_latent(post, X[30:])
+    kernel = kernel_from(jnp.asarray(theta))
+    K, K_big = dense_blocks(theta, X[:30])
+    K_cross = np.asarray(kernel.gram(X[30:], X[:30]))  # (C, m, n)
+    prior_var = np.asarray(kernel.diag(X[30:]))  # (C, m)
+    F = np.asarray(post.mean)
+    f = F.T.reshape(-1)
+    K_inv = np.linalg.inv(K_big)
+    post_cov = np.linalg.inv(K_inv + dense_w(special.softmax(F, axis=1)))
+    n = 30
+    for j in range(len(X) - 30):
+        Q = np.zeros((C * n, C))
+        for c in range(C):
+            Q[c * n : (c + 1) * n, c] = K_cross[c, j]
+        np.testing.assert_allclose(mean[j], Q.T @ K_inv @ f, rtol=1e-7, atol=1e-9)  # eq. 3.41
+        reduction = [K_cross[c, j] @ np.linalg.solve(K[c], K_cross[c, j]) for c in range(C)]
+        Sigma = np.diag(prior_var[:, j] - np.array(reduction))
+        reference = Sigma + Q.T @ K_inv @ post_cov @ K_inv @ Q
+        np.testing.assert_allclose(cov[j], reference, rtol=1e-6, atol=1e-9)
+
+
+def gauss_hermite_softmax(mean, cov, nodes=40):
+    """E[softmax(f)] for f ~ N(mean, cov) in 3 dimensions by a tensor Gauss-Hermite rule."""
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / np.sqrt(2 * np.pi)
+    Z = np.stack(np.meshgrid(z, z, z, indexing="ij"), -1).reshape(-1, 3)
+    weights = np.prod(np.stack(np.meshgrid(w, w, w, indexing="ij"), -1).reshape(-1, 3), axis=1)
+    F = mean + Z @ np.linalg.cholesky(cov).T
+    return weights @ special.softmax(F, axis=1)
+
+
+def test_class_probabilities_against_quadrature(vehicle_small):
+    X, y = vehicle_small
+    post = posterior(THETAS["per-class"], X[:30], y[:30])
+    X_test = X[30:36]
+    mean, cov = gpc.predict_latent(post, X_test)
+    truth = np.stack([gauss_hermite_softmax(np.asarray(m), np.asarray(s)) for m, s in zip(mean, cov)])
+    mc = gpc.predict(post, X_test, key=jax.random.key(1), num_samples=40_000)
+    mean_field = gpc.predict(post, X_test, approximation="mean_field")
+    np.testing.assert_allclose(mc, truth, atol=0.01)  # 4 standard errors
+    # The mean-field approximation is cruder (latent variances up to 8 here; measured error 0.051):
+    # it must beat ignoring the latent uncertainty (softmax of the mean: error 0.13).
+    plain = jax.nn.softmax(mean, axis=1)
+    assert np.max(np.abs(mean_field - truth)) < min(0.06, 0.5 * np.max(np.abs(plain - truth)))
+    for p in (mc, mean_field):
+        assert p.shape == (6, C)
+        np.testing.assert_allclose(jnp.sum(p, axis=1), 1.0, rtol=1e-12)
+    again = gpc.predict(post, X_test, key=jax.random.key(1), num_samples=40_000)
+    np.testing.assert_array_equal(mc, again)  # an explicit key makes it reproducible
+
+
+# --- batching, fitting, dtypes, errors -----------------------------------------------------------------
+
+
+def test_vmap_matches_loop(vehicle_small):
+    X, y = vehicle_small
+    Xs = np.stack([X[:30], X[10:]])
+    ys = np.stack([y[:30], y[10:]])
+    thetas = np.stack([THETAS["shared"], THETAS["stiff"]])
+    batched = jax.jit(jax.vmap(log_marginal_and_grad))(thetas, Xs, ys)
+    for i in range(2):
+        single = log_marginal_and_grad(thetas[i], Xs[i], ys[i])
+        assert batched[0][i] == pytest.approx(single[0], rel=1e-12)
+        np.testing.assert_allclose(batched[1][i], single[1], rtol=1e-9)
+
+
+def test_second_call_does_not_recompile(vehicle_small):
+    X, y = vehicle_small
+    traces = []
+
+    @jax.jit
+    def fn(theta, X, y):
+        traces.append(None)
+        return posterior(theta, X, y).log_marginal
+
+    fn(THETAS["shared"], X, y)
+    fn(THETAS["stiff"], X, (y + 1) % C)
+    assert len(traces) == 1
+
+
+def test_fit_reaches_a_stationary_point(vehicle_small):
+    X, y = vehicle_small
+    result = gpc.fit(gpc.Laplace(), se_kernel(0.0, 0.0), SOFTMAX, X, y)
+    assert bool(result.converged)
+    theta = jnp.log(jnp.array([result.kernel.variance, result.kernel.lengthscale]))
+    value, grad = log_marginal_and_grad(theta, X, y)
+    assert float(value) == pytest.approx(float(result.objective), rel=1e-10)
+    assert float(value) > float(posterior(jnp.zeros(2), X, y).log_marginal)
+    assert np.max(np.abs(grad)) < 1e-4
+
+
+def test_warm_start_and_non_convergence(vehicle_small):
+    X, y = vehicle_small
+    kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=2.0)
+    cold = gpc.infer(gpc.Laplace(), kernel, SOFTMAX, X, y)
+    nearby = gpc.kernels.SquaredExponential(variance=21.0, lengthscale=2.1)
+    warm = gpc.infer(gpc.Laplace(), nearby, SOFTMAX, X, y, init=cold.warm_start)
+    reference = gpc.infer(gpc.Laplace(), nearby, SOFTMAX, X, y)
+    np.testing.assert_allclose(warm.mean, reference.mean, rtol=1e-9, atol=1e-9)
+    assert int(warm.info.num_steps) < int(reference.info.num_steps)
+    post = gpc.infer(gpc.Laplace(max_steps=1, throw=False), kernel, SOFTMAX, X, y)
+    assert not bool(post.info.converged)
+    with pytest.raises(Exception, match="did not converge"):
+        gpc.infer(gpc.Laplace(max_steps=1), kernel, SOFTMAX, X, y)
+
+
+def test_float32_runs_without_nan(vehicle_small):
+    X, y = vehicle_small
+    theta = jnp.asarray(THETAS["per-class"], jnp.float32)
+    value, grad = log_marginal_and_grad(theta, jnp.asarray(X, jnp.float32), y)
+    value64, grad64 = log_marginal_and_grad(THETAS["per-class"], X, y)
+    assert value.dtype == jnp.float32 and np.all(np.isfinite(grad))
+    assert float(value) == pytest.approx(float(value64), rel=1e-4)
+    np.testing.assert_allclose(grad, grad64, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize(
+    "y, message",
+    [
+        (np.array([0, 1, 3, 1]), "lie in 0..2"),
+        (np.array([0, -1, 2, 1]), "lie in 0..2"),
+        (np.array([0.0, 1.5, 2.0, 1.0]), "whole numbers"),
+        (np.array([0.0, np.nan, 2.0, 1.0]), "whole numbers"),
+        (np.array([True, False, True, True]), "integers"),
+        (np.array([0, 1, 2]), "shape"),
+    ],
+)
+def test_bad_labels_are_a_clear_error(y, message):
+    X = np.linspace(0, 1, 8).reshape(4, 2)
+    with pytest.raises(Exception, match=message):
+        gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(), SOFTMAX, X, y)
+
+
+def test_unsupported_combinations_are_refused():
+    X = np.linspace(0, 1, 8).reshape(4, 2)
+    y = np.array([0, 1, 2, 1])
+    three = per_class_kernel(jnp.zeros(3), jnp.zeros(3))
+    with pytest.raises(NotImplementedError, match="Softmax"):
+        gpc.infer(gpc.EP(), gpc.kernels.SquaredExponential(), SOFTMAX, X, y)
+    with pytest.raises(ValueError, match="PerClass kernel has 3 classes"):
+        gpc.infer(gpc.Laplace(), three, gpc.likelihoods.Softmax(4), X, y)
+    with pytest.raises(ValueError, match="PerClass"):
+        gpc.infer(gpc.Laplace(), three, gpc.likelihoods.Logistic(), X, np.array([1, -1, 1, 1]))
+    post = gpc.infer(gpc.Laplace(), three, SOFTMAX, X, y)
+    with pytest.raises(ValueError, match="key"):
+        gpc.predict(post, X)
+    with pytest.raises(ValueError, match="num_classes"):
+        gpc.likelihoods.Softmax(1)
+    with pytest.raises(ValueError, match="same structure"):
+        gpc.kernels.PerClass([gpc.kernels.SquaredExponential(), gpc.kernels.Linear()])
+    assert isinstance(eqx.filter_jit(lambda p: p)(post), gpc.SoftmaxPosterior)
