@@ -8,17 +8,21 @@ The public API is what this module re-exports::
     p = gpc.predict(posterior, X_test)
 """
 
-from . import datasets, kernels, likelihoods, metrics, priors
+from . import datasets, kernels, likelihoods, metrics, priors, samplers
 from .bound import variational_bound
 from .em_ep import EMEPResult, fit_em_ep
 from .fit import FitResult, fit
 from .inference import (
+    AIS,
     EP,
+    MCMC,
     KL,
     AbstractInference,
     GaussianPosterior,
     JaakkolaJordan,
     Laplace,
+    SamplePosterior,
+    SamplerInfo,
     SoftmaxPosterior,
     SolverInfo,
     infer,
@@ -29,6 +33,10 @@ from .predict import predict, predict_latent
 __version__ = "0.1.0"
 
 __all__ = [
+    "AIS",
+    "MCMC",
+    "SamplePosterior",
+    "SamplerInfo",
     "AbstractInference",
     "EMEPResult",
     "EP",
@@ -50,5 +58,6 @@ __all__ = [
     "predict",
     "predict_latent",
     "priors",
+    "samplers",
     "variational_bound",
 ]

@@ -1,18 +1,19 @@
 """Predictions from any Gaussian posterior (GPML Algorithms 3.2, 3.4 and 3.6)."""
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from ._linalg import latent_variance_reduction
 from ._types import Array, Float
 from ._validation import check_inputs
-from .inference import GaussianPosterior, SoftmaxPosterior
+from .inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior
 from .likelihoods import mackay_probability
 
 
 @eqx.filter_jit
-def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior, X_test):
+def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior | SamplePosterior, X_test):
     """Latent predictive moments at test inputs.
 
     Binary posteriors: mean and variance, each of shape (m,):
@@ -22,6 +23,9 @@ def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior, X_test):
     Softmax posteriors: mean of shape (m, C) (eq. 3.41) and covariance of
     shape (m, C, C) (eq. 3.43, see :func:`_softmax_latent`).  Memory is
     O(C n m): predict a large test set in batches.
+
+    Sample posteriors (MCMC, AIS): the mean and variance of the mixture
+    sum_s w_s p(f*|f_s) (see :func:`_sample_latent`).
     """
     X_test = check_inputs(X_test, "X_test")
     if X_test.shape[1] != posterior.X.shape[1]:
@@ -30,6 +34,10 @@ def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior, X_test):
         )
     if isinstance(posterior, SoftmaxPosterior):
         return _softmax_latent(posterior, X_test)
+    if isinstance(posterior, SamplePosterior):
+        weights, means, var = _sample_latent(posterior, X_test)
+        mean = weights @ means
+        return mean, var + weights @ (means - mean) ** 2
     K_cross = posterior.kernel.gram(X_test, posterior.X)
     mean = K_cross @ posterior.alpha
     var = posterior.kernel.diag(X_test) - latent_variance_reduction(posterior.chol, posterior.sqrt_w, K_cross)
@@ -65,9 +73,22 @@ def _softmax_latent(posterior: SoftmaxPosterior, X_test) -> tuple[Float[Array, "
     return mean, cov
 
 
+def _sample_latent(posterior: SamplePosterior, X_test):
+    """p(f*|f_s) = N(k*^T K^-1 f_s, k** - k*^T K^-1 k*) for every sample (GPML eqs. 2.19 / 3.21 with f known).
+
+    Returns the normalised sample weights (S,), the conditional means (S, m)
+    and the common conditional variance (m,).
+    """
+    K_cross = posterior.kernel.gram(X_test, posterior.X)
+    V = jsl.solve_triangular(posterior.chol, K_cross.T, lower=True)  # L^-1 k*
+    G = jsl.solve_triangular(posterior.chol, posterior.samples.T, lower=True)  # L^-1 f_s = g_s
+    var = posterior.kernel.diag(X_test) - jnp.sum(V**2, axis=0)
+    return jax.nn.softmax(posterior.log_weights), G.T @ V, var
+
+
 @eqx.filter_jit
 def predict(
-    posterior: GaussianPosterior | SoftmaxPosterior,
+    posterior: GaussianPosterior | SoftmaxPosterior | SamplePosterior,
     X_test,
     *,
     approximation: str | None = None,
@@ -84,6 +105,10 @@ def predict(
     * ``"mackay"`` uses sigma(kappa(s^2) mean) (Gibbs & MacKay eq. 23), meant
       for the logistic likelihood.
 
+    Sample posteriors (MCMC, AIS) average p(y* = +1 | f_s) over the samples,
+    each integrated over p(f*|f_s) as for a Gaussian posterior (Kuss &
+    Rasmussen section 6.1; ``approximation`` as above).
+
     ``key`` and ``num_samples`` are not used by binary posteriors.
 
     Softmax posteriors return E[softmax(f*)] of shape (m, C), rows summing to one:
@@ -95,6 +120,16 @@ def predict(
       covariance (see ``Softmax.mean_field_probability``); for C = 2 it is
       MacKay's approximation.
     """
+    if isinstance(posterior, SamplePosterior):
+        X_test = check_inputs(X_test, "X_test")
+        weights, means, var = _sample_latent(posterior, X_test)
+        if approximation is None:
+            p = posterior.likelihood.predictive_probability(means, jnp.broadcast_to(var, means.shape))
+        elif approximation == "mackay":
+            p = mackay_probability(means, var)
+        else:
+            raise ValueError(f"approximation must be None or 'mackay'; got {approximation!r}.")
+        return weights @ p
     mean, var = predict_latent(posterior, X_test)
     if isinstance(posterior, SoftmaxPosterior):
         likelihood = posterior.likelihood

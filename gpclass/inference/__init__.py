@@ -2,10 +2,18 @@
 
 from ._base import AbstractInference
 from ._infer import infer
-from ._posterior import GaussianPosterior, SoftmaxPosterior, SolverInfo
+from ._posterior import GaussianPosterior, SamplePosterior, SamplerInfo, SoftmaxPosterior, SolverInfo
+from .ais import AIS
+from .mcmc import MCMC
 from .ep import EP
 from .jaakkola_jordan import JaakkolaJordan
 from .kl import KL
 from .laplace import Laplace
 
-__all__ = ["AbstractInference", "EP", "GaussianPosterior", "JaakkolaJordan", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "infer"]
+__all__ = [
+    "AIS",
+    "AbstractInference",
+    "EP",
+    "MCMC",
+    "SamplePosterior",
+    "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "infer"]

@@ -6,6 +6,7 @@ import equinox as eqx
 
 from .._types import Array, Float
 from ..likelihoods import AbstractLikelihood
+from ._posterior import GaussianPosterior
 
 
 class AbstractInference(eqx.Module):
@@ -19,6 +20,8 @@ class AbstractInference(eqx.Module):
     """
 
     throw: eqx.AbstractVar[bool]
+
+    posterior_class = GaussianPosterior  # what ``solve``'s fields build (sampling methods: SamplePosterior)
 
     def check_ml2(self) -> None:
         """Raise if maximising this method's ``log_marginal`` over hyperparameters is ill-posed (default: fine)."""

@@ -33,11 +33,12 @@ def infer(
         init: an optional warm start for the method: ``posterior.warm_start``
             of an earlier solution by the same method (Laplace: a = K^-1 f;
             EP: the site parameters); an explicit argument, never hidden state.
-        key: a PRNG key, for methods with randomness (``gpc.EP(order="random")``).
+        key: a PRNG key, for methods with randomness (``gpc.EP(order="random")``,
+            ``gpc.MCMC()``, ``gpc.AIS()``, which require it).
 
     Returns:
         A :class:`GaussianPosterior` (a :class:`SoftmaxPosterior` for the
-        softmax likelihood); ``.log_marginal`` is differentiable with
+        softmax likelihood, a :class:`SamplePosterior` for MCMC and AIS); ``.log_marginal`` is differentiable with
         respect to the kernel and likelihood parameters.
 
     Wrapped in ``eqx.filter_jit`` (arrays are traced, everything else is
@@ -65,4 +66,4 @@ def solve_posterior(method, kernel, likelihood, X, y, init, key=None) -> Gaussia
     if K.ndim != 2:
         raise ValueError("a PerClass kernel needs the multi-class gpc.likelihoods.Softmax likelihood.")
     fields = method.solve(K, likelihood, y, init, key)
-    return GaussianPosterior(kernel=kernel, likelihood=likelihood, X=X, **fields)
+    return method.posterior_class(kernel=kernel, likelihood=likelihood, X=X, **fields)

@@ -70,3 +70,41 @@ class SoftmaxPosterior(eqx.Module):
     log_marginal: Float[Array, ""]
     info: SolverInfo
     warm_start: PyTree[Array]
+
+
+class SamplerInfo(eqx.Module):
+    """Diagnostics of a sampling method.
+
+    ``acceptance_rate``: the mean Metropolis acceptance probability (HMC; 1 for
+    elliptical slice sampling, which always moves).  ``evaluations_per_step``:
+    the mean number of likelihood evaluations per elliptical-slice step (NaN
+    for HMC, which makes ``num_leapfrog`` gradient evaluations per step).
+    """
+
+    acceptance_rate: Float[Array, ""]
+    evaluations_per_step: Float[Array, ""]
+
+
+class SamplePosterior(eqx.Module):
+    """The latent posterior represented by (weighted) samples f_s, s = 1..S (MCMC or AIS).
+
+    Predictions average over the samples (Kuss & Rasmussen section 6.1):
+    p(f*|f_s) = N(k*^T K^-1 f_s, k** - k*^T K^-1 k*), and
+    p(y*|x*) = sum_s w_s int p(y*|f*) p(f*|f_s) df* with w = softmax(log_weights)
+    (equal weights for MCMC, the importance weights for AIS).  ``chol`` is the
+    Cholesky factor of the (jittered) prior covariance the samples were drawn under.
+    ``log_marginal`` is the AIS estimate of log p(y|X, theta) with its Monte
+    Carlo standard error ``log_marginal_se`` (NaN for MCMC, which does not
+    estimate it).
+    """
+
+    kernel: AbstractKernel
+    likelihood: AbstractLikelihood
+    X: Float[Array, "n d"]
+    samples: Float[Array, "S n"]
+    log_weights: Float[Array, " S"]
+    chol: Float[Array, "n n"]
+    log_marginal: Float[Array, ""]
+    log_marginal_se: Float[Array, ""]
+    info: SamplerInfo
+    warm_start: PyTree[Array]

@@ -1,0 +1,167 @@
+"""Markov chain kernels for targets L(g)^tau N(g | 0, I) on whitened latents g = L^-1 f.
+
+With K = L L^T, the GP posterior p(f|y) ~ p(y|f) N(f|0, K) becomes
+p(g|y) ~ p(y|L g) N(g|0, I) (Kuss & Rasmussen section 6.1: whitening removes
+the prior correlations that slow samplers down).  Each kernel is a pair of
+pure functions in the blackjax style, ``init(position) -> state`` and
+``step(key, state) -> (state, info)``; the caller drives them with
+``lax.scan`` and runs many chains with ``vmap``.  ``temperature`` tau in
+[0, 1] tempers the likelihood, as annealed importance sampling needs.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .._types import Array, Float
+
+
+class SliceState(NamedTuple):
+    position: Float[Array, " n"]
+    log_likelihood: Float[Array, ""]  # the untempered log L(position)
+
+
+class SliceInfo(NamedTuple):
+    num_evaluations: Array  # likelihood evaluations in the step (1: the first proposal was accepted)
+
+
+class HMCState(NamedTuple):
+    position: Float[Array, " n"]
+    log_likelihood: Float[Array, ""]  # the untempered log L(position)
+    grad_log_likelihood: Float[Array, " n"]
+
+
+class HMCInfo(NamedTuple):
+    acceptance_probability: Float[Array, ""]
+    accepted: Array
+
+
+def _tempered(temperature, log_likelihood):
+    """tau log L, with 0 * (-inf) = 0 at tau = 0 (the prior)."""
+    return jnp.where(temperature == 0, 0.0, temperature * log_likelihood)
+
+
+def elliptical_slice(
+    log_likelihood: Callable[[Array], Array], *, temperature=1.0, max_shrinks: int = 200
+) -> tuple[Callable, Callable]:
+    """Elliptical slice sampling (Murray, Adams & MacKay 2010, Figure 2) for L(g)^tau N(g|0, I).
+
+    One step draws nu ~ N(0, I), a slice level log y = tau log L(g) + log u,
+    and proposes g' = g cos(theta) + nu sin(theta) on the ellipse through g and
+    nu, shrinking the angle bracket towards theta = 0 (the current point) until
+    tau log L(g') > log y.  No step size to tune; every step moves.  After
+    ``max_shrinks`` rejected proposals (which needs a pathological likelihood:
+    the bracket shrinks geometrically onto the current point, which is always
+    inside the slice) the chain stays put and the info reports it.
+    """
+
+    def init(position):
+        return SliceState(position, log_likelihood(position))
+
+    def step(key, state: SliceState):
+        key_nu, key_level, key_angle, key_shrink = jax.random.split(key, 4)
+        g = state.position
+        nu = jax.random.normal(key_nu, g.shape, g.dtype)
+        log_level = _tempered(temperature, state.log_likelihood) + jnp.log(jax.random.uniform(key_level, dtype=g.dtype))
+        theta = 2.0 * jnp.pi * jax.random.uniform(key_angle, dtype=g.dtype)
+
+        def propose(theta):
+            proposal = g * jnp.cos(theta) + nu * jnp.sin(theta)
+            return proposal, log_likelihood(proposal)
+
+        def outside(carry):
+            _, ll, _, _, _, k = carry
+            # "not inside" so that a NaN likelihood counts as outside the slice
+            return ~(_tempered(temperature, ll) > log_level) & (k < max_shrinks)
+
+        def shrink(carry):
+            _, _, theta, low, high, k = carry
+            low = jnp.where(theta < 0, theta, low)
+            high = jnp.where(theta < 0, high, theta)
+            theta = jax.random.uniform(jax.random.fold_in(key_shrink, k), (), g.dtype, low, high)
+            proposal, ll = propose(theta)
+            return proposal, ll, theta, low, high, k + 1
+
+        proposal, ll = propose(theta)
+        proposal, ll, *_, k = lax.while_loop(
+            outside, shrink, (proposal, ll, theta, theta - 2.0 * jnp.pi, theta, jnp.asarray(1))
+        )
+        inside = _tempered(temperature, ll) > log_level
+        new = SliceState(jnp.where(inside, proposal, g), jnp.where(inside, ll, state.log_likelihood))
+        return new, SliceInfo(num_evaluations=k)
+
+    return init, step
+
+
+def hmc(
+    log_likelihood: Callable[[Array], Array], *, step_size, num_leapfrog: int, temperature=1.0
+) -> tuple[Callable, Callable]:
+    """Hybrid (Hamiltonian) Monte Carlo (Duane et al. 1987; Neal 1993 section 5.2) for L(g)^tau N(g|0, I).
+
+    Potential U(g) = -tau log L(g) + |g|^2 / 2, unit masses (the whitened prior
+    is isotropic), ``num_leapfrog`` leapfrog steps of size ``step_size``, then
+    a Metropolis test on the change of the Hamiltonian (a NaN energy rejects).
+    """
+    value_and_grad = jax.value_and_grad(log_likelihood)
+
+    def init(position):
+        ll, grad = value_and_grad(position)
+        return HMCState(position, ll, grad)
+
+    def grad_potential(state):
+        return state.position - temperature * state.grad_log_likelihood
+
+    def energy(state, momentum):
+        return -_tempered(temperature, state.log_likelihood) + 0.5 * jnp.sum(state.position**2) + 0.5 * jnp.sum(momentum**2)
+
+    def step(key, state: HMCState):
+        key_momentum, key_accept = jax.random.split(key)
+        p0 = jax.random.normal(key_momentum, state.position.shape, state.position.dtype)
+
+        def leapfrog(_, carry):
+            s, p = carry
+            p = p - 0.5 * step_size * grad_potential(s)
+            s = init(s.position + step_size * p)
+            return s, p - 0.5 * step_size * grad_potential(s)
+
+        proposal, p1 = lax.fori_loop(0, num_leapfrog, leapfrog, (state, p0))
+        log_ratio = energy(state, p0) - energy(proposal, p1)
+        log_ratio = jnp.where(jnp.isnan(log_ratio), -jnp.inf, log_ratio)
+        probability = jnp.exp(jnp.minimum(log_ratio, 0.0))
+        accepted = jax.random.uniform(key_accept, dtype=state.position.dtype) < probability
+        new = jax.tree.map(lambda a, b: jnp.where(accepted, a, b), proposal, state)
+        return new, HMCInfo(acceptance_probability=probability, accepted=accepted)
+
+    return init, step
+
+
+def make_kernel(method, log_likelihood, temperature=1.0):
+    """The (init, step) pair a sampling method's static settings ask for."""
+    if method.sampler == "elliptical_slice":
+        return elliptical_slice(log_likelihood, temperature=temperature)
+    if method.sampler == "hmc":
+        return hmc(log_likelihood, step_size=method.step_size, num_leapfrog=method.num_leapfrog, temperature=temperature)
+    raise ValueError(f"sampler must be 'elliptical_slice' or 'hmc'; got {method.sampler!r}.")
+
+
+def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:
+    """L with L L^T = K + jitter * mean(diag K) * I, for whitening; raises if K is not positive definite."""
+    n = K.shape[0]
+    scale = jitter * jnp.mean(jnp.diagonal(K))
+    L = jnp.linalg.cholesky(K + scale * jnp.eye(n, dtype=K.dtype))
+    return eqx.error_if(
+        L,
+        ~jnp.all(jnp.isfinite(L)),
+        "the prior covariance K is not positive definite in working precision; raise the method's jitter.",
+    )
+
+
+def acceptance_summary(info) -> tuple[Array, Array]:
+    """(mean acceptance rate, mean likelihood evaluations per step) from stacked infos of either kernel."""
+    if isinstance(info, SliceInfo):
+        return jnp.asarray(1.0), jnp.mean(info.num_evaluations.astype(jnp.result_type(float)))
+    return jnp.mean(info.acceptance_probability), jnp.asarray(float("nan"))

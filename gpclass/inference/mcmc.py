@@ -1,0 +1,94 @@
+"""Markov chain Monte Carlo on the latent posterior p(f|y, X, theta) ~ p(y|f) N(f|0, K) (Kuss & Rasmussen section 6.1).
+
+The gold standard the Gaussian approximations are judged against: exact in the
+limit of long runs.  Chains run on whitened latents g = L^-1 f (K = L L^T),
+with elliptical slice sampling (default: no tuning, always moves) or hybrid
+Monte Carlo as Kuss & Rasmussen did; ``lax.scan`` drives each chain and
+``vmap`` runs the chains together.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ._base import AbstractInference
+from ._posterior import SamplePosterior, SamplerInfo
+from ._samplers import acceptance_summary, make_kernel, prior_factor
+
+
+class MCMC(AbstractInference):
+    """Samples of f from its exact posterior.
+
+    Attributes:
+        sampler: ``"elliptical_slice"`` (Murray, Adams & MacKay 2010) or ``"hmc"``.
+        num_samples: samples kept per chain.
+        num_warmup: steps discarded at the start of each chain (chains start
+            at f = 0, the prior mean).
+        num_chains: independent chains, run with ``vmap``.
+        thin: keep every ``thin``-th step.
+        step_size, num_leapfrog: HMC settings (whitened coordinates, unit masses).
+        jitter: ``jitter * mean(diag K)`` is added to the diagonal of K before
+            whitening (the samples and the predictions use the same jittered prior).
+        throw: raise if a sample is not finite.
+    """
+
+    sampler: str = eqx.field(static=True, default="elliptical_slice")
+    num_samples: int = eqx.field(static=True, default=1000)
+    num_warmup: int = eqx.field(static=True, default=500)
+    num_chains: int = eqx.field(static=True, default=4)
+    thin: int = eqx.field(static=True, default=1)
+    step_size: float = eqx.field(static=True, default=0.1)
+    num_leapfrog: int = eqx.field(static=True, default=20)
+    jitter: float = eqx.field(static=True, default=1e-10)
+    throw: bool = eqx.field(static=True, default=True)
+
+    posterior_class = SamplePosterior
+
+    def check_ml2(self):
+        raise ValueError(
+            "MCMC gives samples of f, not a differentiable log marginal likelihood; fit the hyperparameters with "
+            "gpc.Laplace() or gpc.EP(), and use gpc.AIS() to estimate log p(y|X, theta) at fixed hyperparameters."
+        )
+
+    def solve(self, K, likelihood, y, init=None, key=None):
+        if key is None:
+            raise ValueError("MCMC needs an explicit PRNG key: gpc.infer(gpc.MCMC(), ..., key=jax.random.key(0)).")
+        L = prior_factor(K, self.jitter)
+
+        def log_likelihood(g):
+            return jnp.sum(likelihood.log_prob(y, L @ g))
+
+        kernel_init, kernel_step = make_kernel(self, log_likelihood)
+        start = jnp.zeros((self.num_chains, K.shape[0]), K.dtype) if init is None else jnp.asarray(init, K.dtype)
+
+        def chain(key, g0):
+            key_warmup, key_samples = jax.random.split(key)
+
+            def advance(state, key):
+                return kernel_step(key, state)
+
+            state, _ = lax.scan(advance, kernel_init(g0), jax.random.split(key_warmup, self.num_warmup))
+
+            def keep(state, key):
+                state, info = lax.scan(advance, state, jax.random.split(key, self.thin))
+                return state, (state.position, info)
+
+            state, (positions, info) = lax.scan(keep, state, jax.random.split(key_samples, self.num_samples))
+            return positions, info, state.position
+
+        positions, info, last = jax.vmap(chain)(jax.random.split(key, self.num_chains), start)
+        samples = positions.reshape(-1, K.shape[0]) @ L.T
+        if self.throw:
+            samples = eqx.error_if(samples, ~jnp.all(jnp.isfinite(samples)), "MCMC: a sample is not finite.")
+        acceptance, evaluations = acceptance_summary(info)
+        nan = jnp.asarray(jnp.nan, K.dtype)
+        return dict(
+            samples=samples,
+            log_weights=jnp.zeros(samples.shape[0], K.dtype),
+            chol=L,
+            log_marginal=nan,
+            log_marginal_se=nan,
+            info=SamplerInfo(acceptance_rate=acceptance, evaluations_per_step=evaluations),
+            warm_start=lax.stop_gradient(last),
+        )
