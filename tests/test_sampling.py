@@ -1,0 +1,138 @@
+"""MCMC (elliptical slice, HMC) and AIS against closed forms and brute-force quadrature."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.scipy.stats import norm
+from scipy.stats import norm as sp_norm
+
+import gpclass as gpc
+from conftest import brute_force_log_z
+
+PROBIT = gpc.likelihoods.Probit()
+NOISE = 0.7
+
+
+class GaussianObservations(gpc.likelihoods.AbstractLikelihood):
+    """p(y|f) = N(y | f, 0.7^2): the posterior and the evidence are Gaussian in closed form."""
+
+    def log_prob(self, y, f):
+        return norm.logpdf(y, f, NOISE)
+
+    def predictive_probability(self, mean, var):
+        raise NotImplementedError
+
+
+GAUSSIAN = GaussianObservations()
+X3 = np.array([[0.0], [0.6], [1.5]])
+Y3 = np.array([1.0, -1.0, 1.0])
+KERNEL = gpc.kernels.SquaredExponential(variance=2.0, lengthscale=0.8)
+SAMPLERS = pytest.mark.parametrize("sampler", ["elliptical_slice", "hmc"])
+
+
+def mcmc(sampler):
+    return gpc.MCMC(sampler=sampler, num_samples=2000, num_warmup=200, num_chains=4, step_size=0.3, num_leapfrog=8)
+
+
+def ais(sampler):
+    return gpc.AIS(num_temperatures=1000, num_runs=8, sampler=sampler, step_size=0.3, num_leapfrog=5)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def sample_and_anneal(sampler, likelihood, X, y, key):
+    """MCMC samples and an AIS estimate of log Z with the same sampler: one compilation for both."""
+    key_mcmc, key_ais = jax.random.split(key)
+    return (
+        gpc.infer(mcmc(sampler), KERNEL, likelihood, X, y, key=key_mcmc),
+        gpc.infer(ais(sampler), KERNEL, likelihood, X, y, key=key_ais),
+    )
+
+
+def quadrature_moments(K, y, nodes=60):
+    """E[f] and Cov[f] under p(f|y) ~ prod Phi(y_i f_i) N(f|0, K) by a tensor Gauss-Hermite rule."""
+    n = len(y)
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)
+    F = np.stack(np.meshgrid(*([z] * n), indexing="ij"), -1).reshape(-1, n) @ np.linalg.cholesky(K).T
+    W = np.prod(np.stack(np.meshgrid(*([w] * n), indexing="ij"), -1).reshape(-1, n), axis=1)
+    W = W * np.exp(np.sum(np.asarray(PROBIT.log_prob(jnp.asarray(y), jnp.asarray(F))), axis=1))
+    W = W / W.sum()
+    mean = W @ F
+    return mean, (F - mean).T @ (W[:, None] * (F - mean))
+
+
+def gaussian_posterior(K, y):
+    A = np.linalg.solve(K + NOISE**2 * np.eye(len(y)), np.column_stack([y, K]))
+    return K @ A[:, 0], K - K @ A[:, 1:]
+
+
+@SAMPLERS
+def test_samplers_and_ais_on_a_gaussian_likelihood(sampler):
+    """Invariance of the target: sample moments equal the closed-form posterior; AIS equals the evidence."""
+    post, annealed = sample_and_anneal(sampler, GAUSSIAN, X3, Y3, jax.random.key(0))
+    K = np.asarray(KERNEL.gram(X3))
+    mean, cov = gaussian_posterior(K, Y3)
+    samples = np.asarray(post.samples)
+    assert samples.shape == (8000, 3)
+    # 8000 correlated draws; posterior sds ~0.5: tolerances are several Monte Carlo standard errors
+    np.testing.assert_allclose(samples.mean(0), mean, atol=0.05)
+    np.testing.assert_allclose(np.cov(samples.T), cov, atol=0.05)
+    if sampler == "hmc":
+        assert 0.6 < float(post.info.acceptance_rate) <= 1.0
+    K_y = K + NOISE**2 * np.eye(3)
+    evidence = -0.5 * Y3 @ np.linalg.solve(K_y, Y3) - 0.5 * np.linalg.slogdet(2 * np.pi * K_y)[1]
+    se = float(annealed.log_marginal_se)
+    assert 0 < se < 0.15
+    assert abs(float(annealed.log_marginal) - evidence) < 4 * se + 0.01
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_probit_moments_and_log_z_match_quadrature(n):
+    post, annealed = sample_and_anneal("elliptical_slice", PROBIT, X3[:n], Y3[:n], jax.random.key(n))
+    K = np.asarray(KERNEL.gram(X3[:n]))
+    mean, cov = quadrature_moments(K, Y3[:n])
+    samples = np.asarray(post.samples)
+    np.testing.assert_allclose(samples.mean(0), mean, atol=0.06)
+    np.testing.assert_allclose(np.var(samples, axis=0), np.diag(cov), rtol=0.08)
+    truth = brute_force_log_z(K, PROBIT, Y3[:n])
+    se = float(annealed.log_marginal_se)
+    assert 0 < se < 0.05
+    assert abs(float(annealed.log_marginal) - truth) < 4 * se + 0.01
+
+
+def test_predictions_average_the_conditional_over_samples():
+    post, _ = sample_and_anneal("elliptical_slice", PROBIT, X3, Y3, jax.random.key(5))
+    X_test = np.array([[0.3], [2.5]])
+    K = np.asarray(post.chol) @ np.asarray(post.chol).T
+    K_cross = np.asarray(KERNEL.gram(X_test, X3))
+    cond_mean = np.asarray(post.samples) @ np.linalg.solve(K, K_cross.T)  # (S, m)
+    cond_var = 2.0 - np.einsum("ij,ji->i", K_cross, np.linalg.solve(K, K_cross.T))
+    expected = sp_norm.cdf(cond_mean / np.sqrt(1 + cond_var)).mean(0)
+    np.testing.assert_allclose(gpc.predict(post, X_test), expected, rtol=1e-10)
+    mean, var = gpc.predict_latent(post, X_test)
+    np.testing.assert_allclose(mean, cond_mean.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(var, cond_var + cond_mean.var(0), rtol=1e-10)
+
+
+def test_vmap_over_data_sets_matches_a_loop():
+    ys = np.array([Y3, -Y3])
+    keys = jax.random.split(jax.random.key(6), 2)
+    batched = jax.vmap(lambda y, k: sample_and_anneal("elliptical_slice", PROBIT, X3, y, k)[1].log_marginal)(ys, keys)
+    for i in range(2):
+        single = sample_and_anneal("elliptical_slice", PROBIT, X3, ys[i], keys[i])[1].log_marginal
+        assert float(batched[i]) == pytest.approx(float(single), rel=1e-12)
+
+
+def test_errors_are_clear():
+    with pytest.raises(ValueError, match="key"):
+        gpc.infer(gpc.MCMC(), KERNEL, PROBIT, X3, Y3)
+    with pytest.raises(ValueError, match="key"):
+        gpc.infer(gpc.AIS(), KERNEL, PROBIT, X3, Y3)
+    with pytest.raises(ValueError, match="AIS"):
+        gpc.fit(gpc.AIS(), KERNEL, PROBIT, X3, Y3, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="MCMC"):
+        gpc.fit(gpc.MCMC(), KERNEL, PROBIT, X3, Y3, key=jax.random.key(0))
+    with pytest.raises(NotImplementedError, match="Softmax"):
+        gpc.infer(gpc.MCMC(), KERNEL, gpc.likelihoods.Softmax(3), X3, np.array([0, 1, 2]), key=jax.random.key(0))
