@@ -243,7 +243,9 @@ def section_uci(args, record):
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
     out = {}
-    for name, n_train, n_test in [("vehicle", args.vehicle_train, 10**9), ("satellite", args.satellite_train, args.satellite_test)]:
+    splits = {"vehicle": (args.vehicle_train, 10**9), "satellite": (args.satellite_train, args.satellite_test)}
+    for name in args.uci_datasets:
+        n_train, n_test = splits[name]
         Xtr, ytr, Xte, yte = split(name, n_train, n_test, seed=0)
         Xtr, Xte = gpc.datasets.standardize(Xtr, Xte)
         C = int(ytr.max()) + 1
@@ -310,6 +312,7 @@ def main():
     parser.add_argument("--mc-samples", type=int, default=2000)
     parser.add_argument("--fit", action="store_true", help="ML-II fit from the usps10 grid maximum")
     parser.add_argument("--plot", action="store_true")
+    parser.add_argument("--uci-datasets", nargs="+", default=["vehicle", "satellite"])
     parser.add_argument("--vehicle-train", type=int, default=500)
     parser.add_argument("--satellite-train", type=int, default=1000)
     parser.add_argument("--satellite-test", type=int, default=2000)
