@@ -27,11 +27,7 @@ def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior | SamplePoste
     Sample posteriors (MCMC, AIS): the mean and variance of the mixture
     sum_s w_s p(f*|f_s) (see :func:`_sample_latent`).
     """
-    X_test = check_inputs(X_test, "X_test")
-    if X_test.shape[1] != posterior.X.shape[1]:
-        raise ValueError(
-            f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {posterior.X.shape[1]}."
-        )
+    X_test = _check_test_inputs(posterior, X_test)
     if isinstance(posterior, SoftmaxPosterior):
         return _softmax_latent(posterior, X_test)
     if isinstance(posterior, SamplePosterior):
@@ -71,6 +67,16 @@ def _softmax_latent(posterior: SoftmaxPosterior, X_test) -> tuple[Float[Array, "
     diag = prior_var - quad
     cov = cov + diag[:, :, None] * jnp.eye(num_classes, dtype=cov.dtype)
     return mean, cov
+
+
+def _check_test_inputs(posterior, X_test):
+    """Finite (m, d) test inputs with the training inputs' d."""
+    X_test = check_inputs(X_test, "X_test")
+    if X_test.shape[1] != posterior.X.shape[1]:
+        raise ValueError(
+            f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {posterior.X.shape[1]}."
+        )
+    return X_test
 
 
 def _sample_latent(posterior: SamplePosterior, X_test):
@@ -121,7 +127,7 @@ def predict(
       MacKay's approximation.
     """
     if isinstance(posterior, SamplePosterior):
-        X_test = check_inputs(X_test, "X_test")
+        X_test = _check_test_inputs(posterior, X_test)
         weights, means, var = _sample_latent(posterior, X_test)
         if approximation is None:
             p = posterior.likelihood.predictive_probability(means, jnp.broadcast_to(var, means.shape))
