@@ -40,6 +40,16 @@ def pima_small():
     return standardised_subset("pima", 2)
 
 
+def as_float64(x):
+    """A hyperparameter as a float64 array (never weakly typed), traced values unchanged.
+
+    jit compiles once per argument type: a Python float (weakly typed), an np.float64 and a traced value
+    would each compile the same program again.  Test helpers pass every scalar through this, so tests
+    share one compilation per likelihood and data shape.
+    """
+    return x if isinstance(x, jax.Array) else np.asarray(x, np.float64)
+
+
 def se_kernel(log_variance, log_lengthscale):
     """The squared-exponential kernel from log hyperparameters (traced values allowed)."""
     return gpc.kernels.SquaredExponential(variance=jnp.exp(log_variance), lengthscale=jnp.exp(log_lengthscale))
@@ -50,7 +60,6 @@ def toy_data(n=30, d=2, seed=0):
     X = rng.normal(size=(n, d))
     y = np.where(X[:, 0] + 0.5 * np.sin(3 * X[:, 1]) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
     return X, y
-
 
 
 def central_difference(fn, x, h=1e-4):
