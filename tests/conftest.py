@@ -55,6 +55,28 @@ def se_kernel(log_variance, log_lengthscale):
     return gpc.kernels.SquaredExponential(variance=jnp.exp(log_variance), lengthscale=jnp.exp(log_lengthscale))
 
 
+def log_marginal_functions(method):
+    """(raw, value, value_and_grad, compiled) for log q(y|X) of ``method`` with an SE kernel in log parameters.
+
+    ``raw(log_variance, log_lengthscale, lik, X, y)`` is the traceable function; ``value_and_grad`` calls one
+    jitted value-and-gradient program (``compiled``) with float64 hyperparameters, and ``value`` calls the
+    same program and discards the gradient, so finite-difference checks add no compilation.
+    """
+
+    def raw(log_variance, log_lengthscale, lik, X, y):
+        return gpc.infer(method, se_kernel(log_variance, log_lengthscale), lik, X, y).log_marginal
+
+    compiled = jax.jit(jax.value_and_grad(raw, argnums=(0, 1)))
+
+    def value_and_grad(log_variance, log_lengthscale, lik, X, y):
+        return compiled(as_float64(log_variance), as_float64(log_lengthscale), lik, X, y)
+
+    def value(log_variance, log_lengthscale, lik, X, y):
+        return value_and_grad(log_variance, log_lengthscale, lik, X, y)[0]
+
+    return raw, value, value_and_grad, compiled
+
+
 def toy_data(n=30, d=2, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))

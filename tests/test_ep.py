@@ -9,7 +9,7 @@ import pytest
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from conftest import as_float64, brute_force_log_z, central_difference, se_kernel, standardised_subset
+from conftest import brute_force_log_z, central_difference, log_marginal_functions, se_kernel, standardised_subset
 
 LIKELIHOODS = pytest.mark.parametrize(
     "lik", [gpc.likelihoods.Probit(), gpc.likelihoods.Logistic()], ids=["probit", "logistic"]
@@ -17,21 +17,7 @@ LIKELIHOODS = pytest.mark.parametrize(
 SCHEDULES = pytest.mark.parametrize("schedule", ["sequential", "parallel"])
 
 
-def _ep_log_marginal(log_variance, log_lengthscale, lik, X, y):
-    return gpc.infer(gpc.EP(), se_kernel(log_variance, log_lengthscale), lik, X, y).log_marginal
-
-
-_value_and_grad = jax.jit(jax.value_and_grad(_ep_log_marginal, argnums=(0, 1)))
-
-
-def ep_log_marginal_and_grad(log_variance, log_lengthscale, lik, X, y):
-    """log Z_EP and its gradient: one compiled program per likelihood and data shape, shared by the
-    value-only calls of the finite-difference checks (which discard the gradient)."""
-    return _value_and_grad(as_float64(log_variance), as_float64(log_lengthscale), lik, X, y)
-
-
-def ep_log_marginal(log_variance, log_lengthscale, lik, X, y):
-    return ep_log_marginal_and_grad(log_variance, log_lengthscale, lik, X, y)[0]
+_, ep_log_marginal, ep_log_marginal_and_grad, _ = log_marginal_functions(gpc.EP())
 
 
 def sites_of(post, K):

@@ -10,27 +10,12 @@ from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import gpclass as gpc
-from conftest import as_float64, central_difference, se_kernel, standardised_subset, toy_data
+from conftest import central_difference, log_marginal_functions, se_kernel, standardised_subset, toy_data
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 LIKELIHOODS = pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
 
-
-def laplace_log_marginal(log_variance, log_lengthscale, lik, X, y):
-    return gpc.infer(gpc.Laplace(), se_kernel(log_variance, log_lengthscale), lik, X, y).log_marginal
-
-
-_value_and_grad = jax.jit(jax.value_and_grad(laplace_log_marginal, argnums=(0, 1)))
-
-
-def log_marginal_and_grad(log_variance, log_lengthscale, lik, X, y):
-    """log q(y|X) and its gradient: one compiled program per likelihood and data shape, shared by the
-    value-only calls of the finite-difference checks (which discard the gradient)."""
-    return _value_and_grad(as_float64(log_variance), as_float64(log_lengthscale), lik, X, y)
-
-
-def log_marginal(log_variance, log_lengthscale, lik, X, y):
-    return log_marginal_and_grad(log_variance, log_lengthscale, lik, X, y)[0]
+laplace_log_marginal, log_marginal, log_marginal_and_grad, _value_and_grad = log_marginal_functions(gpc.Laplace())
 
 
 @jax.jit

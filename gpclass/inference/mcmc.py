@@ -23,8 +23,10 @@ class MCMC(AbstractInference):
     Attributes:
         sampler: ``"elliptical_slice"`` (Murray, Adams & MacKay 2010) or ``"hmc"``.
         num_samples: samples kept per chain.
-        num_warmup: steps discarded at the start of each chain (chains start
-            at f = 0, the prior mean).
+        num_warmup: steps discarded at the start of each chain.  Chains start
+            at f = 0, the prior mean, or at ``gpc.infer(..., init=g0)`` with g0
+            of shape (num_chains, n) in whitened coordinates g = L^-1 f, e.g. an
+            AIS result's ``warm_start`` (approximate posterior draws).
         num_chains: independent chains, run with ``vmap``.
         thin: keep every ``thin``-th step.
         step_size, num_leapfrog: HMC settings (whitened coordinates, unit masses).
@@ -60,7 +62,10 @@ class MCMC(AbstractInference):
             return jnp.sum(likelihood.log_prob(y, L @ g))
 
         kernel_init, kernel_step = make_kernel(self, log_likelihood)
-        start = jnp.zeros((self.num_chains, K.shape[0]), K.dtype) if init is None else jnp.asarray(init, K.dtype)
+        shape = (self.num_chains, K.shape[0])
+        start = jnp.zeros(shape, K.dtype) if init is None else jnp.asarray(init, K.dtype)
+        if start.shape != shape:
+            raise ValueError(f"MCMC init must have shape (num_chains, n) = {shape} (whitened latents); got {start.shape}.")
 
         def chain(key, g0):
             key_warmup, key_samples = jax.random.split(key)
