@@ -1,8 +1,8 @@
 """Multi-class Laplace (softmax, GPML Algorithms 3.3-3.4): USPS 10 digits, Vehicle, Satellite, timing.
 
     python benchmarks/softmax_laplace.py --sections timing --sizes 1000 2000 4000
-    python benchmarks/softmax_laplace.py --sections usps10 --n-train 2000 --n-test 2000
-    python benchmarks/softmax_laplace.py --sections uci            # Vehicle and Satellite vs scikit-learn
+    python benchmarks/softmax_laplace.py --sections usps10 --n-train 1000 --n-test 1000 --fit --plot
+    python benchmarks/softmax_laplace.py --sections uci --uci-kernels shared   # Vehicle and Satellite vs scikit-learn
 
 Sections
   timing  one evaluation of log q(y|X) and its gradient w.r.t. (log l, log sf)
