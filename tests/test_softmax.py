@@ -9,6 +9,7 @@ from scipy import special
 
 import gpclass as gpc
 from conftest import central_difference, se_kernel, standardised_subset
+from gpclass._validation import check_class_labels
 
 C = 3
 SOFTMAX = gpc.likelihoods.Softmax(C)
@@ -287,8 +288,6 @@ def test_float32_runs_without_nan(vehicle_small):
 )
 def test_bad_labels_are_a_clear_error(y, message):
     """The label check that gpc.infer and gpc.fit run first, compiled on its own (cheap) and under jit."""
-    from gpclass._validation import check_class_labels
-
     with pytest.raises(Exception, match=message):
         jax.block_until_ready(jax.jit(lambda y: check_class_labels(y, 4, C, jnp.float64))(y))
 
@@ -297,14 +296,8 @@ def test_bad_labels_raise_through_infer():
     X = np.linspace(0, 1, 8).reshape(4, 2)
     with pytest.raises(Exception, match="lie in 0..2"):
         gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(), SOFTMAX, X, np.array([0, 1, 3, 1]))
-    Y = gpclass_one_hot(np.array([2, 0, 1, 1]))
+    Y = np.asarray(check_class_labels(np.array([2, 0, 1, 1]), 4, C, jnp.float64))
     np.testing.assert_array_equal(Y, np.eye(C)[[2, 0, 1, 1]])
-
-
-def gpclass_one_hot(y):
-    from gpclass._validation import check_class_labels
-
-    return np.asarray(check_class_labels(y, len(y), C, jnp.float64))
 
 
 def test_unsupported_combinations_are_refused():
