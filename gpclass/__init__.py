@@ -15,8 +15,8 @@ from .fit import FitResult, fit
 from .inference import (
     AIS,
     EP,
-    MCMC,
     KL,
+    MCMC,
     AbstractInference,
     GaussianPosterior,
     JaakkolaJordan,

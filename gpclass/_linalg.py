@@ -11,8 +11,8 @@ whose eigenvalues lie in [1, 1 + n max_ij(K_ij) max_i(W_i) / 4].
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
+from . import _dense as dense
 from ._types import Array, Float
 
 
@@ -33,7 +33,7 @@ def factor_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"]) -> Float[Array,
     """Lower Cholesky factor L of B = I + W^1/2 K W^1/2 (GPML eq. 3.26)."""
     n = K.shape[0]
     B = jnp.eye(n, dtype=K.dtype) + sqrt_w[:, None] * K * sqrt_w[None, :]
-    return jnp.linalg.cholesky(B)
+    return dense.cholesky(B)
 
 
 def half_log_det(L: Float[Array, "n n"]) -> Float[Array, ""]:
@@ -61,7 +61,7 @@ def _half_log_det_b_fwd(K, sqrt_w, L):
 
 def _half_log_det_b_bwd(residuals, g):
     K, sqrt_w, L = residuals
-    L_inv = jsl.solve_triangular(L, jnp.eye(L.shape[0], dtype=L.dtype), lower=True)
+    L_inv = dense.solve_triangular(L, jnp.eye(L.shape[0], dtype=L.dtype), lower=True)
     B_inv = L_inv.T @ L_inv
     K_bar = 0.5 * g * (sqrt_w[:, None] * B_inv * sqrt_w[None, :])
     sqrt_w_bar = g * jnp.sum(K * B_inv * sqrt_w[None, :], axis=1)
@@ -73,7 +73,7 @@ half_log_det_b.defvjp(_half_log_det_b_fwd, _half_log_det_b_bwd)
 
 def solve_b(L: Float[Array, "n n"], v: Array) -> Array:
     """B^-1 v from the Cholesky factor of B."""
-    return jsl.cho_solve((L, True), v)
+    return dense.cho_solve(L, v)
 
 
 def solve_i_plus_wk(
@@ -92,5 +92,5 @@ def latent_variance_reduction(
     L: Float[Array, "n n"], sqrt_w: Float[Array, " n"], K_cross: Float[Array, "m n"]
 ) -> Float[Array, " m"]:
     """k*^T (K + W^-1)^-1 k* = |L^-1 W^1/2 k*|^2 (GPML Algorithm 3.2, lines 5-6)."""
-    v = jsl.solve_triangular(L, sqrt_w[:, None] * K_cross.T, lower=True)
+    v = dense.solve_triangular(L, sqrt_w[:, None] * K_cross.T, lower=True)
     return jnp.sum(v**2, axis=0)

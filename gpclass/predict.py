@@ -3,8 +3,8 @@
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
+from . import _dense as dense
 from ._linalg import latent_variance_reduction
 from ._types import Array, Float
 from ._validation import check_inputs
@@ -61,7 +61,7 @@ def _softmax_latent(posterior: SoftmaxPosterior, X_test) -> tuple[Float[Array, "
         quad = jnp.einsum("cmi,cim->mc", K_cross, b)
         prior_var = prior_var.T
     num_classes, n, m = b.shape
-    v = jsl.solve_triangular(M, jnp.moveaxis(b, 0, 1).reshape(n, num_classes * m), lower=True)
+    v = dense.solve_triangular(M, jnp.moveaxis(b, 0, 1).reshape(n, num_classes * m), lower=True)
     v = v.reshape(n, num_classes, m)
     cov = jnp.einsum("icm,idm->mcd", v, v)
     diag = prior_var - quad
@@ -86,8 +86,8 @@ def _sample_latent(posterior: SamplePosterior, X_test):
     and the common conditional variance (m,).
     """
     K_cross = posterior.kernel.gram(X_test, posterior.X)
-    V = jsl.solve_triangular(posterior.chol, K_cross.T, lower=True)  # L^-1 k*
-    G = jsl.solve_triangular(posterior.chol, posterior.samples.T, lower=True)  # L^-1 f_s = g_s
+    V = dense.solve_triangular(posterior.chol, K_cross.T, lower=True)  # L^-1 k*
+    G = dense.solve_triangular(posterior.chol, posterior.samples.T, lower=True)  # L^-1 f_s = g_s
     var = posterior.kernel.diag(X_test) - jnp.sum(V**2, axis=0)
     return jax.nn.softmax(posterior.log_weights), G.T @ V, var
 

@@ -1,26 +1,14 @@
 """Tests run in float64 (enabled here, never inside the library)."""
 
-import os
-
-# jaxlib 0.10.2 can deadlock on CPU in batched (vmapped) Cholesky factorisations under the
-# concurrency-optimised scheduler (all XLA worker threads wait in LAPACK's parallel batch map).
-# Turning that scheduler off avoids it; set before JAX starts its backend.
-# The suite is dominated by XLA compile time on tiny problems: LLVM optimisation level 0 halves it
-# (measured: 60 s -> 34 s on three EP tests) at no cost in accuracy (codegen only, same HLO).
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "")
-    + " --xla_cpu_enable_concurrency_optimized_scheduler=false --xla_backend_optimization_level=0"
-).strip()
-
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import jax.numpy as jnp
+import numpy as np
+import pytest
 
-import gpclass as gpc  # noqa: E402
+import gpclass as gpc
 
 
 def standardised_subset(name, seed, n=60):

@@ -4,11 +4,11 @@ from ._base import AbstractInference
 from ._infer import infer
 from ._posterior import GaussianPosterior, SamplePosterior, SamplerInfo, SoftmaxPosterior, SolverInfo
 from .ais import AIS
-from .mcmc import MCMC
 from .ep import EP
 from .jaakkola_jordan import JaakkolaJordan
 from .kl import KL
 from .laplace import Laplace
+from .mcmc import MCMC
 
 __all__ = [
     "AIS",

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .. import _dense as dense
 from .._types import Array, Float
 
 
@@ -152,7 +153,7 @@ def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:
     """L with L L^T = K + jitter * mean(diag K) * I, for whitening; raises if K is not positive definite."""
     n = K.shape[0]
     scale = jitter * jnp.mean(jnp.diagonal(K))
-    L = jnp.linalg.cholesky(K + scale * jnp.eye(n, dtype=K.dtype))
+    L = dense.cholesky(K + scale * jnp.eye(n, dtype=K.dtype))
     return eqx.error_if(
         L,
         ~jnp.all(jnp.isfinite(L)),

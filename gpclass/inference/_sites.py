@@ -8,9 +8,9 @@ computed without inverting K or S~ through B = I + S~^1/2 K S~^1/2 = L L^T
 (GPML eqs. 3.53, 3.68 and Algorithm 3.5).
 """
 
-import jax
 import jax.numpy as jnp
 
+from .. import _dense as dense
 from .._linalg import factor_b, solve_b, sqrt_precision
 
 
@@ -18,7 +18,7 @@ def factor_sites(K, tau):
     """L = chol(B), B = I + S~^1/2 K S~^1/2, and V = L^-1 S~^1/2 K: then Sigma = K - V^T V (GPML eq. 3.68)."""
     sqrt_tau = sqrt_precision(tau)
     L = factor_b(K, sqrt_tau)
-    return L, jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
+    return L, dense.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
 
 
 def site_marginals(K, tau, nu, factor=None):

@@ -24,10 +24,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .. import _dense as dense
 from .._linalg import factor_b, half_log_det, sqrt_precision
-from ._sites import factor_sites, site_alpha, site_marginals
 from ._base import AbstractInference
 from ._posterior import SolverInfo
+from ._sites import factor_sites, site_alpha, site_marginals
 
 
 class EP(AbstractInference):
@@ -287,14 +288,14 @@ def _log_marginal(K, likelihood, y, tau, nu, L=None, factor=None):
     if factor is None:
         sqrt_tau = sqrt_precision(tau)
         L = factor_b(K, sqrt_tau) if L is None else L
-        factor = (L, jax.scipy.linalg.solve_triangular(L, sqrt_tau[:, None] * K, lower=True))
+        factor = (L, dense.solve_triangular(L, sqrt_tau[:, None] * K, lower=True))
     sigma_diag, mu, L = site_marginals(K, tau, nu, factor)
     tau_cav, nu_cav = _cavity(sigma_diag, mu, tau, nu)
     log_z_i, _, _ = likelihood.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)
     sqrt_tau = sqrt_precision(tau)
     # nu~^T Sigma nu~ = nu~^T K nu~ - |L^-1 S~^1/2 K nu~|^2 carries the K-dependence of eq. 3.74.
     k_nu = K @ nu
-    v = jax.scipy.linalg.solve_triangular(L, sqrt_tau * k_nu, lower=True)
+    v = dense.solve_triangular(L, sqrt_tau * k_nu, lower=True)
     nu_sigma_nu = jnp.dot(nu, k_nu) - jnp.dot(v, v)
     return (
         jnp.sum(log_z_i)

@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .. import _dense as dense
 from .._linalg import factor_b, half_log_det, solve_b, sqrt_precision
 from ..likelihoods import Logistic
 from ._base import AbstractInference
@@ -157,7 +158,7 @@ def _lower_candidates(K, y, nu, factor):
     nu_em = jnp.sqrt(jnp.maximum(jnp.diagonal(Sigma) + m**2, jnp.finfo(K.dtype).tiny))
     S = Sigma**2 + 2.0 * (m[:, None] * Sigma * m[None, :])
     J = S * (-2.0 * jj_lambda_derivative(nu))[None, :] / (2.0 * nu_em)[:, None]
-    delta = jnp.linalg.solve(jnp.eye(n, dtype=K.dtype) - J, nu_em - nu)
+    delta = dense.solve(jnp.eye(n, dtype=K.dtype) - J, nu_em - nu)
     return nu_em, jnp.abs(nu + delta)  # the bound is even in nu
 
 

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .. import _dense as dense
 from .._linalg import half_log_det, sqrt_precision
 from ._base import AbstractInference
 from ._posterior import SolverInfo
@@ -149,7 +150,7 @@ def _candidates(K, likelihood, y, tau, nu, factor):
         [nu_m[:, None] * m_tau + nu_s[:, None] * s_tau, nu_m[:, None] * Sigma],
     ])
     residual = jnp.concatenate([t_tau - tau, t_nu - nu])
-    delta = jnp.linalg.solve(jnp.eye(2 * n, dtype=K.dtype) - J, residual)
+    delta = dense.solve(jnp.eye(2 * n, dtype=K.dtype) - J, residual)
     newton = (jnp.maximum(tau + delta[:n], 0.0), nu + delta[n:])
     # Natural-gradient target (tau~ >= 0 for log-concave likelihoods, up to quadrature rounding).
     target_tau = jnp.maximum(t_tau, 0.0)

@@ -18,8 +18,8 @@ from jax import lax
 from .._linalg import factor_b, half_log_det_b, solve_i_plus_wk, sqrt_precision
 from ._base import AbstractInference
 from ._newton import newton
-from .laplace_softmax import better_start, softmax_blocks, softmax_log_marginal, softmax_mode
 from ._posterior import SolverInfo
+from .laplace_softmax import better_start, softmax_blocks, softmax_log_marginal, softmax_mode
 
 
 class Laplace(AbstractInference):

@@ -20,8 +20,8 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
+from .. import _dense as dense
 from .._linalg import factor_b, half_log_det, sqrt_precision
 from .._types import Array, Float
 from ._newton import newton
@@ -45,11 +45,11 @@ def softmax_blocks(K, pi: Float[Array, "n C"]):
 
     def per_class(K_c, s):
         L = factor_b(K_c, s)
-        V = jsl.solve_triangular(L, jnp.diag(s), lower=True)
-        return L, s[:, None] * jsl.solve_triangular(L, V, lower=True, trans=1)
+        V = dense.solve_triangular(L, jnp.diag(s), lower=True)
+        return L, s[:, None] * dense.solve_triangular(L, V, lower=True, trans=1)
 
     L, E = jax.vmap(per_class, in_axes=(0 if K.ndim == 3 else None, 1))(K, sqrt_d)
-    M = jnp.linalg.cholesky(jnp.sum(E, axis=0))
+    M = dense.cholesky(jnp.sum(E, axis=0))
     return L, E, M
 
 
@@ -61,7 +61,7 @@ def solve_i_plus_wk_softmax(K, E, M, v: Float[Array, "n C"]) -> Float[Array, "n 
     R^T sums over classes and R copies an n-vector to every class.
     """
     c = jnp.einsum("cij,jc->ic", E, class_matmul(K, v))
-    shared = jsl.cho_solve((M, True), jnp.sum(c, axis=1))
+    shared = dense.cho_solve(M, jnp.sum(c, axis=1))
     return v - c + jnp.einsum("cij,j->ic", E, shared)
 
 

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import logsumexp
 
+from .. import _dense as dense
 from .._types import Array, Float
 
 
@@ -42,7 +43,7 @@ class Softmax(eqx.Module):
         probability.  A covariance that is not positive definite (which
         rounding can cause far from the data when a class is certain) raises.
         """
-        chol = jnp.linalg.cholesky(cov)
+        chol = dense.cholesky(cov)
         chol = eqx.error_if(
             chol,
             ~jnp.all(jnp.isfinite(chol)),

@@ -1,0 +1,167 @@
+"""Dense factorisations and solves that cannot deadlock under ``jax.vmap`` on the CPU.
+
+On the CPU, jaxlib runs a batched LAPACK call (a Cholesky factorisation or a
+triangular solve with a leading batch dimension) as a parallel map over the
+batch on XLA's intra-op thread pool.  jaxlib 0.10.2 can deadlock there: a
+softmax fit (the C classes are a batch) and ``jax.vmap(gpc.fit)`` hung forever
+at 0 % CPU with every worker waiting in ``ParallelBatchMap``.  So every dense
+factorisation and solve in gpclass goes through the functions here.
+Unbatched, each is the plain ``jax`` call.  Batched, each runs its batch as a
+loop (``lax.map``) of unbatched calls on the CPU, and as the native batched
+kernel on every other platform (GPU, TPU), chosen when the program is lowered
+(``lax.platform_dependent``).
+
+``custom_vmap`` has no reverse mode, so each function carries a ``custom_vjp``
+whose backward pass uses the same loop-safe solves.  Only two-dimensional
+matrices are accepted: batches come from ``vmap``.
+"""
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+from jax import lax
+
+from ._types import Array, Float
+
+
+def _loop_on_cpu(fn):
+    """``fn`` whose ``vmap`` is a ``lax.map`` loop on the CPU and the native batched call elsewhere."""
+    wrapped = jax.custom_batching.custom_vmap(fn)
+
+    @wrapped.def_vmap
+    def _rule(axis_size, in_batched, *args):
+        def merge(mapped):
+            it = iter(mapped)
+            return [next(it) if b else a for a, b in zip(args, in_batched)]
+
+        def loop(*mapped):
+            return lax.map(lambda m: wrapped(*merge(m)), mapped)
+
+        def native(*mapped):
+            return jax.vmap(fn, in_axes=[0 if b else None for b in in_batched])(*merge(mapped))
+
+        batched = [a for a, b in zip(args, in_batched) if b]
+        out = lax.platform_dependent(*batched, cpu=loop, default=native)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return wrapped
+
+
+@_loop_on_cpu
+def _cholesky(A):
+    return jnp.linalg.cholesky(A)
+
+
+def _make_triangular(lower: bool, trans: int):
+    @_loop_on_cpu
+    def solve(A, B):
+        return jsl.solve_triangular(A, B, lower=lower, trans=trans)
+
+    return solve
+
+
+_TRIANGULAR = {(lower, trans): _make_triangular(lower, trans) for lower in (True, False) for trans in (0, 1)}
+
+
+@_loop_on_cpu
+def _solve(A, b):
+    return jnp.linalg.solve(A, b)
+
+
+def _check_matrix(A, name):
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"{name} must be a square matrix; got shape {A.shape} (batch with jax.vmap).")
+
+
+# ---------------------------------------------------------------------------------------------
+# Cholesky factorisation
+
+
+@jax.custom_vjp
+def cholesky(A: Float[Array, "n n"]) -> Float[Array, "n n"]:
+    """Lower Cholesky factor of the symmetric part of A (as ``jnp.linalg.cholesky``); NaN if not positive definite."""
+    _check_matrix(A, "A")
+    return _cholesky(A)
+
+
+def _cholesky_fwd(A):
+    L = cholesky(A)
+    return L, L
+
+
+def _cholesky_bwd(L, L_bar):
+    """A_bar = sym(L^-T Phi(L^T L_bar) L^-1), Phi = lower triangle with the diagonal halved (Murray 2016, eq. 10)."""
+    P = L.T @ L_bar
+    P = jnp.tril(P) - 0.5 * jnp.diag(jnp.diagonal(P))
+    G = solve_triangular(L, solve_triangular(L, P, lower=True, trans=1).T, lower=True, trans=1)
+    return (0.5 * (G + G.T),)
+
+
+cholesky.defvjp(_cholesky_fwd, _cholesky_bwd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Triangular solves
+
+
+def solve_triangular(A: Float[Array, "n n"], B: Array, lower: bool, trans: int = 0) -> Array:
+    """op(A)^-1 B for triangular A, op(A) = A (trans=0) or A^T (trans=1); B a vector or a matrix."""
+    _check_matrix(A, "A")
+    return _solve_triangular(A, B, lower, int(trans))
+
+
+def _solve_triangular_impl(A, B, lower, trans):
+    return _TRIANGULAR[lower, trans](A, B)
+
+
+_solve_triangular = jax.custom_vjp(_solve_triangular_impl, nondiff_argnums=(2, 3))
+
+
+def _solve_triangular_fwd(A, B, lower, trans):
+    X = _TRIANGULAR[lower, trans](A, B)
+    return X, (A, X)
+
+
+def _solve_triangular_bwd(lower, trans, residuals, X_bar):
+    """B_bar = op(A)^-T X_bar; op(A)_bar = -B_bar X^T, restricted to A's triangle."""
+    A, X = residuals
+    B_bar = _TRIANGULAR[lower, 1 - trans](A, X_bar)
+    outer = jnp.outer(B_bar, X) if X.ndim == 1 else B_bar @ X.T
+    A_bar = -(outer if trans == 0 else outer.T)
+    A_bar = jnp.tril(A_bar) if lower else jnp.triu(A_bar)
+    return A_bar, B_bar
+
+
+_solve_triangular.defvjp(_solve_triangular_fwd, _solve_triangular_bwd)
+
+
+def cho_solve(L: Float[Array, "n n"], B: Array) -> Array:
+    """(L L^T)^-1 B from a lower Cholesky factor L."""
+    return solve_triangular(L, solve_triangular(L, B, lower=True), lower=True, trans=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# General square solve (LU)
+
+
+@jax.custom_vjp
+def solve(A: Float[Array, "n n"], b: Array) -> Array:
+    """A^-1 b for a general square A (LU with partial pivoting)."""
+    _check_matrix(A, "A")
+    return _solve(A, b)
+
+
+def _solve_fwd(A, b):
+    x = solve(A, b)
+    return x, (A, x)
+
+
+def _solve_bwd(residuals, x_bar):
+    """b_bar = A^-T x_bar, A_bar = -b_bar x^T."""
+    A, x = residuals
+    b_bar = solve(A.T, x_bar)
+    A_bar = -(jnp.outer(b_bar, x) if x.ndim == 1 else b_bar @ x.T)
+    return A_bar, b_bar
+
+
+solve.defvjp(_solve_fwd, _solve_bwd)
