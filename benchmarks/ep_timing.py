@@ -27,7 +27,6 @@ import argparse
 import os
 import time
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_enable_concurrency_optimized_scheduler=false")
 
 import jax  # noqa: E402
 

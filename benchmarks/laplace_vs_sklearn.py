@@ -23,9 +23,7 @@ Sections
   3. a full ML-II fit from the same start (gpclass.fit with L-BFGS versus
      sklearn's fmin_l_bfgs_b with bounds wide enough not to bind).
   4. throughput: one jax.vmap of gpclass.fit over many small random subsets of
-     usps35 versus a Python loop of sklearn fits.  Runs in a child process that
-     is killed if it stops using CPU (the jaxlib 0.10.x batched-Cholesky
-     deadlock), then re-run with the XLA flag that avoids it.
+     usps35 versus a Python loop of sklearn fits.
   P. (unless --no-profile) where gpclass's time goes: the Newton solve alone,
      the gradient's share, warm starts, single operations, and the number of
      objective evaluations / Newton steps inside gpclass.fit.
@@ -36,13 +34,10 @@ jax.block_until_ready.  Compile time = first call minus a later call.
 """
 
 import argparse
-import json
 import os
 import platform
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 import warnings
 
@@ -61,6 +56,7 @@ from sklearn.gaussian_process import GaussianProcessClassifier  # noqa: E402
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
+from gpclass import _dense as gpc_dense  # noqa: E402
 
 LOG_SF = 2.35  # GPML's region for USPS 3 vs 5 (log sigma_f)
 LOG_L = 2.85  # log length scale
@@ -594,11 +590,11 @@ def section_batch(X_all, y_all, args):
         t_sk = now() - t0
     diff = obj_gp - obj_sk
 
-    # Floor: one batched Cholesky of S matrices m x m.
+    # Floor: one batched Cholesky of S matrices m x m, as gpclass runs it (a loop on the CPU, gpclass/_dense.py).
     K = jax.jit(jax.vmap(lambda X: k0.gram(X)))(Xs_j)
     Bs = jnp.eye(m) + 0.25 * K  # W <= 1/4 for the logistic likelihood
     Bs_np = np.asarray(Bs)
-    chol_b = jax.jit(jnp.linalg.cholesky)
+    chol_b = jax.jit(jax.vmap(gpc_dense.cholesky))
     jax.block_until_ready(chol_b(Bs))
     np.linalg.cholesky(Bs_np)
     res_c = interleaved({
@@ -663,84 +659,6 @@ def section_batch(X_all, y_all, args):
     add(sec, "batched Cholesky jnp | vmap(fit)/Chol", f"{fmt_t(t_cb)} | {t_gp / t_cb:.0f}")
 
 
-SAFE_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
-
-
-def _cpu_ticks(pid):
-    """utime + stime of a process (Linux /proc), or None if unavailable."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def section_batch_subprocess(args, argv):
-    """Run section 4 in a child process, watching for the jaxlib 0.10.x CPU deadlock.
-
-    jaxlib 0.10.x runs a batched LAPACK call (here the vmapped Cholesky of B)
-    by splitting the batch over XLA:CPU's intra-op thread pool and blocking
-    until the pieces finish (jax::ParallelBatchMap).  When the thunk executor
-    runs as many independent batched Choleskys at once as the pool has threads
-    (2 on a 2-core machine), every pool thread blocks and the program hangs
-    with 0% CPU.  The child is killed when its CPU time stops advancing for
-    --hang-seconds, and section 4 is re-run with XLA_FLAGS+=SAFE_FLAG, which
-    schedules the two Choleskys one after the other.
-    """
-    attempts = [("as is", None)] if not args.xla_safe else []
-    attempts.append(("with " + SAFE_FLAG, SAFE_FLAG))
-    for label, flag in attempts:
-        env = dict(os.environ)
-        if flag:
-            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flag).strip()
-        fd, result_path = tempfile.mkstemp(suffix=".json", prefix="gpclass_bench4_")
-        os.close(fd)
-        cmd = [sys.executable, os.path.abspath(__file__), *argv, "--_worker4", result_path]
-        print(f"  [section 4 runs in a child process, XLA_FLAGS={env.get('XLA_FLAGS', '<unset>')!r}]", flush=True)
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-
-        def pump(stream=proc.stdout):
-            for line in stream:
-                if "Constant folding" not in line and "slow_operation_alarm" not in line:
-                    sys.stdout.write(line)
-                    sys.stdout.flush()
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        last, last_change, hung = _cpu_ticks(proc.pid), now(), False
-        while proc.poll() is None:
-            time.sleep(1.0)
-            ticks = _cpu_ticks(proc.pid)
-            if ticks is None or ticks != last:
-                last, last_change = ticks, now()
-            elif now() - last_change > args.hang_seconds:
-                hung = True
-                proc.kill()
-                break
-        proc.wait()
-        reader.join(timeout=5)
-        rows = []
-        if os.path.getsize(result_path) > 0:
-            with open(result_path) as f:
-                rows = [tuple(r) for r in json.load(f)]
-        os.remove(result_path)
-        if hung:
-            print(f"  !!! section 4 {label}: the child used no CPU for {args.hang_seconds:.0f} s -> killed. This is "
-                  "the jaxlib 0.10.x XLA:CPU deadlock (every intra-op pool thread blocked in "
-                  "jax::ParallelBatchMap <- lapack_dpotrf_ffi, i.e. batched Choleskys of the vmapped fit).")
-            add("4 deadlock", f"vmap(fit) {label}", f"HANG (no CPU for {args.hang_seconds:.0f} s, killed)")
-            continue
-        if proc.returncode != 0:
-            print(f"  !!! section 4 {label}: child exited with code {proc.returncode}")
-            add("4 error", f"section 4 {label}", f"child exit code {proc.returncode}")
-            continue
-        SUMMARY.extend(rows)
-        if flag:
-            add(f"4 {args.num_sets}x n={args.set_size}", "XLA_FLAGS for section 4", flag)
-        return
-
-
 # --------------------------------------------------------------------------- main
 
 
@@ -761,14 +679,9 @@ def main(argv=None):
                         help="skip the profile of where gpclass's time goes")
     parser.add_argument("--blas-threads", type=int, default=None,
                         help="limit every BLAS/OpenMP pool (numpy's, scipy's = jaxlib's LAPACK) with threadpoolctl")
-    parser.add_argument("--xla-safe", action="store_true",
-                        help=f"run section 4 directly with XLA_FLAGS+={SAFE_FLAG} (skip the as-is attempt)")
-    parser.add_argument("--hang-seconds", type=float, default=30.0,
-                        help="section 4: kill the child when it uses no CPU for this long (default 30)")
     parser.add_argument("--count-max-n", type=int, default=1000,
                         help="profile: count evaluations / Newton steps inside gpclass.fit (one extra instrumented "
                              "fit) only for n <= this (default 1000)")
-    parser.add_argument("--_worker4", default=None, help=argparse.SUPPRESS)
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw_argv)
     if args.sizes is None:
@@ -789,13 +702,6 @@ def main(argv=None):
     X, y = gpc.datasets.load("usps35")
     perm = np.random.default_rng(0).permutation(len(X))
     X, y = X[perm], y[perm]
-    if args._worker4 is not None:  # child process for section 4
-        try:
-            section_batch(X, y, args)
-        finally:
-            with open(args._worker4, "w") as f:
-                json.dump(SUMMARY, f)
-        return
     t_start = now()
     header(args)
     if max(args.sizes + args.fit_sizes) > len(X):
@@ -811,7 +717,7 @@ def main(argv=None):
             section_fit(X, y, n, args)
     if args.num_sets > 0:
         print("SECTION 4: throughput on many small data sets")
-        section_batch_subprocess(args, [a for a in raw_argv if a != "--xla-safe"])
+        section_batch(X, y, args)
 
     print("=" * 100)
     print(f"SUMMARY (medians; ratios > 1 mean gpclass is faster)   total run time {fmt_t(now() - t_start)}, "

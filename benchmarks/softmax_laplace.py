@@ -29,7 +29,6 @@ import os
 import time
 import warnings
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_enable_concurrency_optimized_scheduler=false")
 
 import jax  # noqa: E402
 

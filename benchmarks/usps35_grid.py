@@ -49,9 +49,6 @@ import os
 import platform
 import time
 
-# jaxlib 0.10.2 can deadlock in batched Cholesky factorisations under the
-# concurrency-optimised XLA:CPU scheduler (see tests/conftest.py); set before jax starts.
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_enable_concurrency_optimized_scheduler=false")
 # Single-threaded OpenBLAS (jaxlib's CPU LAPACK is scipy's OpenBLAS): on this small, shared machine its
 # worker threads stall behind XLA's and other processes' threads (see benchmarks/README.md); a fit
 # measured 429 s with the default threads and 13 s with one.  Set OPENBLAS_NUM_THREADS to override.

@@ -40,7 +40,6 @@ import json
 import os
 import time
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_enable_concurrency_optimized_scheduler=false")
 
 import jax  # noqa: E402
 

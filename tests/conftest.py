@@ -88,3 +88,10 @@ def brute_force_log_z(K, lik, y, nodes=60):
     W = np.prod(np.stack(np.meshgrid(*([w] * n), indexing="ij"), -1).reshape(-1, n), axis=1)
     log_lik = np.asarray(lik.log_prob(jnp.asarray(np.tile(y, (len(F), 1))), jnp.asarray(F))).sum(1)
     return np.log(np.sum(W * np.exp(log_lik)))
+
+
+def pytest_report_header(config):
+    import importlib.metadata as md
+
+    names = ["jax", "jaxlib", "equinox", "optax", "numpy", "scipy", "scikit-learn"]
+    return "versions: " + ", ".join(f"{name} {md.version(name)}" for name in names)
