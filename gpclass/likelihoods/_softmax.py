@@ -43,7 +43,7 @@ class Softmax(eqx.Module):
         probability.  A covariance that is not positive definite (which
         rounding can cause far from the data when a class is certain) raises.
         """
-        chol = dense.cholesky(cov)
+        chol = jax.vmap(dense.cholesky)(cov)
         chol = eqx.error_if(
             chol,
             ~jnp.all(jnp.isfinite(chol)),
