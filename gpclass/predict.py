@@ -70,8 +70,13 @@ def _softmax_latent(posterior: SoftmaxPosterior, X_test) -> tuple[Float[Array, "
 
 
 def _check_test_inputs(posterior, X_test):
-    """Finite (m, d) test inputs with the training inputs' d."""
-    X_test = check_inputs(X_test, "X_test")
+    """Finite (m, d) test inputs with the training inputs' d.
+
+    m = 0 is allowed: the prediction at no test points is well defined (an
+    empty array of the usual trailing shape), and a loop over test batches
+    may end with an empty batch.
+    """
+    X_test = check_inputs(X_test, "X_test", allow_empty=True)
     if X_test.shape[1] != posterior.X.shape[1]:
         raise ValueError(
             f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {posterior.X.shape[1]}."

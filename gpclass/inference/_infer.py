@@ -2,7 +2,7 @@
 
 import equinox as eqx
 
-from .._validation import check_binary_labels, check_class_labels, check_inputs
+from .._validation import check_binary_labels, check_class_labels, check_covariance, check_inputs
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood, Softmax
 from ._base import AbstractInference
@@ -24,7 +24,9 @@ def infer(
 
     Args:
         method: an inference configuration such as ``gpc.Laplace()``.
-        kernel: the prior covariance function.
+        kernel: the prior covariance function.  Its hyperparameters are
+            checked (finite, variances >= 0, length scales > 0), and so is its
+            Gram matrix (finite, non-negative diagonal).
         likelihood: a binary likelihood such as ``gpc.likelihoods.Logistic()``
             or ``Probit()``, or ``gpc.likelihoods.Softmax(C)`` (Laplace only).
         X: inputs of shape (n, d), finite.
@@ -47,7 +49,8 @@ def infer(
     """
     X = check_inputs(X)
     y = check_labels(likelihood, y, X)
-    return solve_posterior(method, kernel, likelihood, X, y, init, key)
+    kernel = kernel.check_parameters()
+    return solve_posterior(method, kernel, likelihood, X, y, init, key, check_kernel=True)
 
 
 def check_labels(likelihood, y, X):
@@ -57,9 +60,18 @@ def check_labels(likelihood, y, X):
     return check_binary_labels(y, X.shape[0], X.dtype)
 
 
-def solve_posterior(method, kernel, likelihood, X, y, init, key=None) -> GaussianPosterior | SoftmaxPosterior:
-    """:func:`infer` for inputs already checked by :func:`check_inputs` and :func:`check_labels`."""
+def solve_posterior(
+    method, kernel, likelihood, X, y, init, key=None, check_kernel=False
+) -> GaussianPosterior | SoftmaxPosterior:
+    """:func:`infer` for inputs already checked by :func:`check_inputs` and :func:`check_labels`.
+
+    ``check_kernel`` raises if K is not finite or has a negative diagonal; off
+    by default because ``gpc.fit`` probes extreme hyperparameters and counts
+    a failure there as an infeasible point, not an error.
+    """
     K = kernel.gram(X)
+    if check_kernel:
+        K = check_covariance(K)
     if isinstance(likelihood, Softmax):
         fields = method.solve_multiclass(K, likelihood, y, init, key)
         return SoftmaxPosterior(kernel=kernel, likelihood=likelihood, X=X, **fields)

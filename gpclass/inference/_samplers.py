@@ -150,14 +150,21 @@ def make_kernel(method, log_likelihood, temperature=1.0):
 
 
 def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:
-    """L with L L^T = K + jitter * mean(diag K) * I, for whitening; raises if K is not positive definite."""
+    """L with L L^T = K + jitter * mean(diag K) * I, for whitening; raises if K is not positive definite.
+
+    The check is on the factor, not on the samples: a NaN factor would make
+    every chain silently NaN (or, with ``throw=False``, return garbage), so it
+    raises whatever the method's ``throw`` setting.
+    """
     n = K.shape[0]
     scale = jitter * jnp.mean(jnp.diagonal(K))
     L = dense.cholesky(K + scale * jnp.eye(n, dtype=K.dtype))
     return eqx.error_if(
         L,
         ~jnp.all(jnp.isfinite(L)),
-        "the prior covariance K is not positive definite in working precision; raise the method's jitter.",
+        "the prior covariance K is not positive definite in working precision (its Cholesky factorisation failed): "
+        "the kernel is not a valid covariance function, or K is singular (e.g. a Linear kernel with more cases than "
+        "input dimensions, or repeated inputs) and needs a larger jitter on the method.",
     )
 
 

@@ -32,6 +32,16 @@ class AbstractKernel(eqx.Module):
         """The prior variances k(x_i, x_i) (including any white-noise term)."""
         return jax.vmap(lambda x: self.evaluate(x, x))(X)
 
+    def check_parameters(self) -> "AbstractKernel":
+        """This kernel with run-time checks of its hyperparameter values attached (``eqx.error_if``).
+
+        ``gpc.infer`` calls it, so a negative variance or a NaN hyperparameter
+        raises (inside jit too) instead of reaching a solver.  The default
+        checks nothing: a kernel without checks of its own relies on the checks
+        of its Gram matrix (finite, non-negative diagonal).
+        """
+        return self
+
     def __add__(self, other: "AbstractKernel") -> "Sum":
         return Sum(self, other)
 
@@ -54,6 +64,9 @@ class Sum(AbstractKernel):
     def diag(self, X):
         return self.k1.diag(X) + self.k2.diag(X)
 
+    def check_parameters(self):
+        return Sum(self.k1.check_parameters(), self.k2.check_parameters())
+
 
 class Product(AbstractKernel):
     """k(x, x') = k1(x, x') * k2(x, x')."""
@@ -70,6 +83,9 @@ class Product(AbstractKernel):
     def diag(self, X):
         return self.k1.diag(X) * self.k2.diag(X)
 
+    def check_parameters(self):
+        return Product(self.k1.check_parameters(), self.k2.check_parameters())
+
 
 class OnDims(AbstractKernel):
     """k(x, x') = base(x[dims], x'[dims]): a kernel that sees only some input columns.
@@ -84,17 +100,61 @@ class OnDims(AbstractKernel):
     dims: tuple[int, ...] = eqx.field(static=True, converter=lambda d: tuple(int(i) for i in d))
 
     def evaluate(self, x1, x2):
-        idx = jnp.asarray(self.dims)
+        idx = self._index(x1.shape[-1])
         return self.base.evaluate(x1[idx], x2[idx])
 
     def gram(self, X1, X2=None):
-        idx = jnp.asarray(self.dims)
+        idx = self._index(X1.shape[-1])
         return self.base.gram(X1[:, idx], None if X2 is None else X2[:, idx])
 
     def diag(self, X):
-        return self.base.diag(X[:, jnp.asarray(self.dims)])
+        return self.base.diag(X[:, self._index(X.shape[-1])])
+
+    def check_parameters(self):
+        return OnDims(self.base.check_parameters(), self.dims)
+
+    def _index(self, num_dims: int) -> Array:
+        """The columns as an index array; out-of-range columns are an error (jnp indexing would clamp them)."""
+        if not self.dims or not all(-num_dims <= i < num_dims for i in self.dims):
+            raise ValueError(f"OnDims: dims {self.dims} do not select columns of inputs with {num_dims} dimensions.")
+        return jnp.asarray(self.dims)
 
 
 def positive(value) -> Array:
     """Converter for kernel parameters: a JAX array (traced values pass through)."""
     return jnp.asarray(value)
+
+
+def check_scalar(kernel: AbstractKernel, field: str) -> None:
+    """A static check: the parameter ``field`` is a scalar (``PerClass`` stacks kernels along a class axis)."""
+    shape = jnp.shape(getattr(kernel, field))
+    if shape != ():
+        raise ValueError(
+            f"{type(kernel).__name__}: {field} must be a scalar; got shape {shape} "
+            "(for one kernel per class use gpc.kernels.PerClass)."
+        )
+
+
+def check_lengthscale_shape(kernel: AbstractKernel, num_dims: int) -> None:
+    """A static check: ``kernel.lengthscale`` is a scalar (isotropic) or has one entry per input dimension (ARD)."""
+    shape = jnp.shape(kernel.lengthscale)
+    if shape not in ((), (num_dims,)):
+        raise ValueError(
+            f"{type(kernel).__name__}: lengthscale has shape {shape} but the inputs have {num_dims} dimensions; "
+            f"use a scalar (isotropic) or shape ({num_dims},) (one length scale per dimension, ARD)."
+        )
+
+
+def checked_variance(kernel: AbstractKernel) -> AbstractKernel:
+    """``kernel`` with its ``variance`` checked at run time: finite and >= 0 (zero is the degenerate prior f = 0)."""
+    value = kernel.variance
+    message = f"{type(kernel).__name__}: variance must be finite and >= 0 (got a negative, infinite or NaN value)."
+    checked = eqx.error_if(value, ~jnp.all(jnp.isfinite(value) & (value >= 0)), message)
+    return eqx.tree_at(lambda k: k.variance, kernel, checked)
+
+
+def checked_lengthscale(kernel: AbstractKernel) -> AbstractKernel:
+    """``kernel`` with its ``lengthscale`` checked at run time: > 0, not NaN (+inf is allowed: a constant direction)."""
+    value = kernel.lengthscale
+    message = f"{type(kernel).__name__}: lengthscale must be > 0 (got a zero, negative or NaN value)."
+    return eqx.tree_at(lambda k: k.lengthscale, kernel, eqx.error_if(value, ~jnp.all(value > 0), message))

@@ -4,7 +4,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._types import Array, Float
-from ._base import AbstractKernel, positive
+from ._base import AbstractKernel, check_lengthscale_shape, checked_lengthscale, positive
 
 
 class CategoricalOverlap(AbstractKernel):
@@ -22,10 +22,12 @@ class CategoricalOverlap(AbstractKernel):
     lengthscale: Float[Array, "*d"] = eqx.field(converter=positive, default=1.0)
 
     def evaluate(self, x1, x2):
+        check_lengthscale_shape(self, x1.shape[-1])
         differs = (x1 != x2).astype(jnp.result_type(x1, self.lengthscale))
         return jnp.exp(-0.5 * jnp.sum(differs / self.lengthscale**2))
 
     def gram(self, X1, X2=None):
+        check_lengthscale_shape(self, X1.shape[-1])
         X2 = X1 if X2 is None else X2
         weights = jnp.broadcast_to(1.0 / self.lengthscale**2, X1.shape[1:]).astype(X1.dtype)
         # One matrix product per feature would do; the (n, m, d) comparison is fine for the modest d here.
@@ -33,4 +35,8 @@ class CategoricalOverlap(AbstractKernel):
         return jnp.exp(-0.5 * differs @ weights)
 
     def diag(self, X):
+        check_lengthscale_shape(self, X.shape[-1])
         return jnp.ones(X.shape[:1], X.dtype)
+
+    def check_parameters(self):
+        return checked_lengthscale(self)

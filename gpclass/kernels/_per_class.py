@@ -47,3 +47,6 @@ class PerClass(AbstractKernel):
 
     def diag(self, X):
         return eqx.filter_vmap(lambda k: k.diag(X))(self.kernels)
+
+    def check_parameters(self):
+        return PerClass(eqx.filter_vmap(lambda k: k.check_parameters())(self.kernels))

@@ -4,7 +4,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._types import Array, Float
-from ._base import AbstractKernel, positive
+from ._base import AbstractKernel, check_scalar, checked_variance, positive
 
 
 class Linear(AbstractKernel):
@@ -13,11 +13,16 @@ class Linear(AbstractKernel):
     variance: Float[Array, ""] = eqx.field(converter=positive, default=1.0)
 
     def evaluate(self, x1, x2):
+        check_scalar(self, "variance")
         return self.variance * jnp.dot(x1, x2)
 
     def gram(self, X1, X2=None):
+        check_scalar(self, "variance")
         X2 = X1 if X2 is None else X2
         return self.variance * (X1 @ X2.T)
+
+    def check_parameters(self):
+        return checked_variance(self)
 
 
 class Constant(AbstractKernel):
@@ -26,11 +31,16 @@ class Constant(AbstractKernel):
     variance: Float[Array, ""] = eqx.field(converter=positive, default=1.0)
 
     def evaluate(self, x1, x2):
+        check_scalar(self, "variance")
         return self.variance * jnp.ones((), dtype=jnp.result_type(x1))
 
     def gram(self, X1, X2=None):
+        check_scalar(self, "variance")
         X2 = X1 if X2 is None else X2
         return jnp.full((X1.shape[0], X2.shape[0]), self.variance, dtype=X1.dtype)
+
+    def check_parameters(self):
+        return checked_variance(self)
 
 
 class White(AbstractKernel):
@@ -47,12 +57,18 @@ class White(AbstractKernel):
 
     def evaluate(self, x1, x2):
         # Pairwise evaluation cannot see indices; it follows the test-time convention.
+        check_scalar(self, "variance")
         return jnp.where(jnp.all(x1 == x2), self.variance, 0.0)
 
     def gram(self, X1, X2=None):
+        check_scalar(self, "variance")
         if X2 is None:
             return self.variance * jnp.eye(X1.shape[0], dtype=X1.dtype)
         return jnp.zeros((X1.shape[0], X2.shape[0]), dtype=X1.dtype)
 
     def diag(self, X):
+        check_scalar(self, "variance")
         return jnp.broadcast_to(self.variance, X.shape[:1]).astype(X.dtype)
+
+    def check_parameters(self):
+        return checked_variance(self)

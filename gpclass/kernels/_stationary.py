@@ -4,7 +4,14 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._types import Array, Float
-from ._base import AbstractKernel, positive
+from ._base import (
+    AbstractKernel,
+    check_lengthscale_shape,
+    check_scalar,
+    checked_lengthscale,
+    checked_variance,
+    positive,
+)
 
 
 class SquaredExponential(AbstractKernel):
@@ -18,12 +25,14 @@ class SquaredExponential(AbstractKernel):
     lengthscale: Float[Array, "*d"] = eqx.field(converter=positive, default=1.0)
 
     def evaluate(self, x1, x2):
+        self._check_shapes(x1.shape[-1])
         r = (x1 - x2) / self.lengthscale
         return self.variance * jnp.exp(-0.5 * jnp.sum(r**2))
 
     def gram(self, X1, X2=None):
         # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b through one matrix product: O(n m d)
         # time and O(n m) memory, where vmapping `evaluate` would materialise n m d.
+        self._check_shapes(X1.shape[-1])
         A = X1 / self.lengthscale
         B = A if X2 is None else X2 / self.lengthscale
         sq = jnp.sum(A**2, axis=1)[:, None] + jnp.sum(B**2, axis=1)[None, :] - 2.0 * A @ B.T
@@ -34,4 +43,12 @@ class SquaredExponential(AbstractKernel):
         return self.variance * jnp.exp(-0.5 * sq)
 
     def diag(self, X):
+        self._check_shapes(X.shape[-1])
         return jnp.broadcast_to(self.variance, X.shape[:1]).astype(X.dtype)
+
+    def check_parameters(self):
+        return checked_lengthscale(checked_variance(self))
+
+    def _check_shapes(self, num_dims: int) -> None:
+        check_scalar(self, "variance")
+        check_lengthscale_shape(self, num_dims)
