@@ -1,0 +1,105 @@
+"""float32 with x64 off, as most GPU users run: Laplace, EP and KL against their float64 answers.
+
+The test process runs with x64 enabled (conftest); ``jax.enable_x64(False)`` (a context manager in
+jax 0.10.2) turns it off for the float32 computation only, so the float32 programs are traced and compiled
+with no 64-bit type in existence, exactly as in a process that never enabled x64 (jit's cache is keyed on
+the x64 setting).  The reference is the float64 answer: value, predictions and posterior mean from the same
+code, the gradient by central differences of the float64 value.
+
+The problem is small and moderately conditioned: 60 standardised Pima cases (d = 8), an SE kernel with
+variance 4 and length scale 3 (cond(K) ~ 3e4; B = I + W^1/2 K W^1/2, whose Cholesky factor every method uses,
+20-50), 20 held-out test cases.
+"""
+
+import typing
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gpclass as gpc
+from conftest import central_difference, se_kernel, standardised_subset
+
+
+class Tolerance(typing.NamedTuple):
+    value: float  # relative, on log q(y|X)
+    grad: float  # relative to max |d log q / d log theta|; also the posterior mean, relative to max |mean|
+    probability: float  # absolute, on p(y* = +1 | x*)
+
+
+# Tolerances keyed by the dtype of the result under test (one place; a KeyError means an unexpected dtype).
+# float32, eps = 1.2e-7:
+# * value: the inner solvers' float32 tolerances do not enter it to first order (it is stationary in the mode /
+#   sites / variational parameters), so rounding sets it: ~n eps cond(B) = 60 x 1.2e-7 x 30 ~ 2e-4 absolute on
+#   |log q| ~ 37, 6e-6 relative; 5e-5 leaves a factor ~10 on that bound.
+# * gradient and posterior mean (relative to their largest entry), probabilities (absolute): first-order in
+#   the inner solvers' float32 stopping tolerances (Laplace: Newton step <= 3.5e-4 relative, EP: sites 1e-5,
+#   KL: sites 1e-4), hence 1e-3 on the gradient and mean; a mean error of 3.5e-4 x max |mean| (3.3) moves a
+#   probability by at most 0.4 (the largest dp/dmean) times that: 5e-4.
+# Observed on this problem (CPU): value <= 6e-7, gradient <= 6e-6, mean <= 1.2e-6, probabilities <= 1.2e-6
+# (Newton converges quadratically, so the solvers end far inside their tolerances).
+TOLERANCE = {
+    np.dtype(np.float32): Tolerance(value=5e-5, grad=1e-3, probability=5e-4),
+}
+
+METHODS = pytest.mark.parametrize(
+    "method, likelihood",
+    [
+        (gpc.Laplace(), gpc.likelihoods.Logistic()),
+        (gpc.EP(), gpc.likelihoods.Probit()),
+        (gpc.KL(), gpc.likelihoods.Logistic()),
+    ],
+    ids=["laplace-logistic", "ep-probit", "kl-logistic"],
+)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    X, y = standardised_subset("pima", 2, n=80)
+    return np.array([np.log(4.0), np.log(3.0)]), X[:60], y[:60], X[60:]
+
+
+def posterior(method, likelihood, theta, X, y, X_test):
+    post = gpc.infer(method, se_kernel(theta[0], theta[1]), likelihood, X, y)
+    return post.log_marginal, (gpc.predict(post, X_test), post.mean, post.info.converged)
+
+
+@eqx.filter_jit
+def forward(method, likelihood, theta, X, y, X_test):
+    """log q(y|X) and (predictions, posterior mean, converged): the float64 reference, without a backward pass
+    (its gradient is taken by central differences of this program: one compilation fewer per method)."""
+    return posterior(method, likelihood, theta, X, y, X_test)
+
+
+@eqx.filter_jit
+def value_and_grad(method, likelihood, theta, X, y, X_test):
+    """The same and the gradient in theta = (log variance, log length scale), by autodiff (float32)."""
+    return jax.value_and_grad(posterior, argnums=2, has_aux=True)(method, likelihood, theta, X, y, X_test)
+
+
+@METHODS
+def test_float32_with_x64_off_matches_float64(method, likelihood, problem):
+    theta, X, y, X_test = problem
+    ref_value, (ref_p, ref_mean, ref_converged) = forward(method, likelihood, theta, X, y, X_test)
+    assert ref_value.dtype == np.float64 and bool(ref_converged)
+    # Central differences in float64, h = 1e-4: truncation ~1e-8, and the inner solvers' float64 tolerances
+    # (value stationary; KL's ELBO change <= 1e-10 relative) add < 2e-5 -- far below the float32 tolerance.
+    ref_grad = central_difference(lambda t: float(forward(method, likelihood, t, X, y, X_test)[0]), theta)
+
+    with jax.enable_x64(False):
+        assert jnp.zeros(1).dtype == np.float32 and jnp.asarray(1.0).dtype == np.float32  # x64 really is off
+        as32 = [np.asarray(a, np.float32) for a in (theta, X, y, X_test)]
+        (value, (p, mean, converged)), grad = jax.device_get(value_and_grad(method, likelihood, *as32))
+    assert jnp.zeros(1).dtype == np.float64  # and back on for the rest of the process
+
+    assert bool(converged)
+    for out in (value, grad, p, mean):
+        assert out.dtype == np.float32, out.dtype
+    tol = TOLERANCE[value.dtype]
+    np.testing.assert_allclose(value, ref_value, rtol=tol.value)
+    np.testing.assert_allclose(grad, ref_grad, rtol=0, atol=tol.grad * np.max(np.abs(ref_grad)))
+    np.testing.assert_allclose(mean, ref_mean, rtol=0, atol=tol.grad * np.max(np.abs(ref_mean)))
+    np.testing.assert_allclose(p, ref_p, rtol=0, atol=tol.probability)
+    assert np.all((p > 0) & (p < 1))
