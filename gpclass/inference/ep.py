@@ -5,16 +5,29 @@ with natural parameters (tau~_i, nu~_i); sites are refined until the marginals
 of q(f) = N(mu, Sigma), Sigma = (K^-1 + S~)^-1, mu = Sigma nu~, match the
 moments of the tilted distributions (GPML eqs. 3.56-3.59).
 
-Gradients.  log Z_EP (eqs. 3.65, 3.73, 3.74) is differentiated as a function
-L(theta, s) of the hyperparameters and the converged sites s = (tau~, nu~),
-and the sites are differentiated implicitly: s*(theta) is the fixed point of
-the parallel update s = F(s, theta), so ds* = (I - dF/ds)^-1 dF/dtheta
-(:func:`_fixed_point_bwd`, one adjoint solve per gradient, no sweep
-differentiated, memory independent of the number of sweeps).  At an exact EP
-fixed point dL/ds = 0 (Seeger 2005; Kuss & Rasmussen eq. 51), so the gradient
-is the explicit one and the adjoint solve stops after one step; the adjoint
-makes it exact also where a site precision was clipped at 0 (label noise),
-where L is not stationary in that site.
+Gradients.  log Z_EP (eqs. 3.65, 3.73, 3.74) is a function L(theta, s) of the
+hyperparameters and the converged sites s = (tau~, nu~); no sweep is
+differentiated and memory does not depend on the number of sweeps.
+
+* Log-concave likelihoods: every site precision is positive and at the EP
+  fixed point L is stationary in every site, dL/ds = 0 (Seeger 2005; Kuss &
+  Rasmussen eq. 51), so dL/dtheta is the explicit partial derivative: the
+  sweeps run on ``stop_gradient`` inputs and cost nothing in reverse mode.
+  This is exact at the fixed point; at the computed sites its error is of
+  the order of the convergence residual (measured at the default ``tol`` on
+  the stiff problem of tests/test_gradients_hard.py: 1.3e-8 absolute for the
+  parallel schedule, whose damped sweeps stop furthest from the fixed point;
+  the adjoint solve below would remove it at the cost of a 2n x 2n solve).
+* Other likelihoods (label noise, the step function): a site whose precision
+  is clipped at 0 is not a stationary point of L, and the sites' own
+  dependence on theta matters.  s*(theta) is the fixed point of the undamped
+  parallel update s = F(s, theta), so ds* = (I - J)^-1 dF/dtheta with
+  J = dF/ds; :func:`_fixed_point_bwd` assembles J densely in O(n^3) from
+  Sigma and solves the adjoint system (I - J)^T lambda = dL/ds as a linear
+  system.  It must not be solved by the iteration lambda <- dL/ds + J^T lambda:
+  F need not be a contraction, and with strongly correlated inputs (repeated
+  and near-repeated rows) J has an eigenvalue of -1.3 to -1.4, the
+  oscillating mode of undamped parallel EP, where the iteration diverges.
 """
 
 import functools
@@ -76,7 +89,12 @@ class EP(AbstractInference):
         dtype = K.dtype
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
-        tau, nu, sweeps, converged, change = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
+        if likelihood.log_concave:
+            # dL/ds = 0 at the fixed point (module docstring): the converged sites carry no derivative.
+            constants = lax.stop_gradient((K, likelihood, y, tau0, nu0))
+            tau, nu, sweeps, converged, change = _run_sweeps(self, *constants, key)
+        else:
+            tau, nu, sweeps, converged, change = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
         if self.throw:
             tau = eqx.error_if(
                 tau, ~converged, "EP did not converge (raise max_sweeps, add damping, or pass throw=False)."
@@ -150,57 +168,62 @@ def _fixed_point_fwd(method, K, likelihood, y, tau0, nu0, key):
 
 
 def _fixed_point_bwd(method, residuals, cotangents):
-    """Implicit adjoint of the fixed point s = F(s, theta) of the damped parallel update F.
+    """Implicit adjoint of the fixed point s = F(s, theta) of the undamped parallel update F.
 
-    With J = dF/ds, the sites' sensitivity is ds = (I - J)^-1 dF/dtheta dtheta,
-    so theta_bar = (dF/dtheta)^T lambda with lambda = s_bar + J^T lambda, solved
-    by the fixed-point iteration lambda <- s_bar + J^T lambda (it converges
-    where damped EP does; at most ``max_sweeps`` iterations, none when the
-    forward solve did not converge).  At an exact EP fixed point s_bar = d log Z_EP / ds
-    vanishes (Seeger; Kuss & Rasmussen eq. 51) and the loop stops at once; it
-    matters where a site precision is clipped at 0 (label noise), which is not
-    a stationary point of log Z_EP in that site.  The loop is never
-    differentiated: memory does not grow with the iterations.
+    With J = dF/ds the sites' sensitivity is ds = (I - J)^-1 dF/dtheta dtheta,
+    so theta_bar = (dF/dtheta)^T lambda with (I - J)^T lambda = s_bar, solved
+    as a dense linear system (:func:`_update_jacobian`, one LU factorisation of
+    size 2n).  Damping does not enter: the damped map d F + (1 - d) I has the
+    same fixed points, and d cancels between (I - J) and dF/dtheta.  (The
+    iteration lambda <- s_bar + J^T lambda, used here before, diverged where
+    F is not a contraction: on Wisconsin subsets with near-repeated rows,
+    where J has an eigenvalue near -1.4, it turned a convergence residual
+    s_bar ~ 1e-8 into gradients of 1e10 to 1e22.)  No adjoint for an
+    unconverged forward solve (its gradient is meaningless, and gpc.fit
+    discards it): there lambda = s_bar.
     """
     K, likelihood, y, tau, nu, converged = residuals
-    tau_bar, nu_bar = cotangents[0], cotangents[1]
-    damping = method.resolved_damping(likelihood)
-    tol = method.resolved_tol(K.dtype)
-
-    def update(sites, K, likelihood):
-        return _damped_parallel_update(K, likelihood, y, sites, damping)
-
-    _, vjp_sites = jax.vjp(lambda s: update(s, K, likelihood), (tau, nu))
-    s_bar = (tau_bar, nu_bar)
-
-    def size(tree):
-        return jnp.maximum(jnp.max(jnp.abs(tree[0])), jnp.max(jnp.abs(tree[1])))
-
-    def body(state):
-        lam, _, i = state
-        (j_lam,) = vjp_sites(lam)
-        new = jax.tree.map(jnp.add, s_bar, j_lam)
-        change = size(jax.tree.map(jnp.subtract, new, lam))
-        return new, change, i + 1
-
-    def keep_going(state):
-        lam, change, i = state
-        # No adjoint for an unconverged forward solve (its gradient is meaningless, and
-        # gpc.fit discards it): skip the loop rather than iterate on a non-fixed point.
-        return converged & (change > tol * (1.0 + size(lam))) & (i < method.max_sweeps)
-
-    lam, _, _ = lax.while_loop(keep_going, body, (s_bar, jnp.asarray(jnp.inf, K.dtype), 0))
-    _, vjp_theta = jax.vjp(lambda K, likelihood: update((tau, nu), K, likelihood), K, likelihood)
-    K_bar, likelihood_bar = vjp_theta(lam)
+    n = K.shape[0]
+    s_bar = jnp.concatenate([cotangents[0], cotangents[1]])
+    I_minus_J = jnp.eye(2 * n, dtype=K.dtype) - _update_jacobian(K, likelihood, y, tau, nu)
+    lam = jnp.where(converged, dense.solve(I_minus_J.T, s_bar), s_bar)
+    _, vjp_theta = jax.vjp(lambda K, likelihood: _parallel_sweep(K, likelihood, y, tau, nu, 1.0), K, likelihood)
+    K_bar, likelihood_bar = vjp_theta((lam[:n], lam[n:]))
     return K_bar, likelihood_bar, jnp.zeros_like(y), jnp.zeros_like(tau), jnp.zeros_like(nu), None
 
 
 _fixed_point.defvjp(_fixed_point_fwd, _fixed_point_bwd)
 
 
-def _damped_parallel_update(K, likelihood, y, sites, damping):
-    tau, nu = sites
-    return _parallel_sweep(K, likelihood, y, tau, nu, damping)
+def _update_jacobian(K, likelihood, y, tau, nu):
+    """J = dF/ds, 2n x 2n, of the undamped parallel update F(s) = site_update(marginals(s), s), s = (tau~, nu~).
+
+    Site i's update depends on its own (tau~_i, nu~_i) and on its marginal
+    (Sigma_ii, mu_i), so J = D_s + D_m M with per-site derivatives D (four
+    elementwise vectors each, from two reverse passes through the elementwise
+    site update) and the dense derivative M of the marginals, known in closed
+    form from dSigma = -Sigma dS~ Sigma and mu = Sigma nu~:
+    dSigma_ii/dtau~_j = -Sigma_ij^2, dmu_i/dtau~_j = -Sigma_ij mu_j,
+    dmu_i/dnu~_j = Sigma_ij.  O(n^3) for Sigma, O(n^2) for the rest.
+    """
+    factor = factor_sites(K, tau)
+    sigma_diag, mu, _ = site_marginals(K, tau, nu, factor)
+    V = factor[1]
+    Sigma = K - V.T @ V
+
+    def site_update(sigma_diag, mu, tau, nu):
+        return _site_update(likelihood, y, *_cavity(sigma_diag, mu, tau, nu))
+
+    _, pull = jax.vjp(site_update, sigma_diag, mu, tau, nu)
+    ones, zeros = jnp.ones_like(tau), jnp.zeros_like(tau)
+
+    def rows(cotangent):
+        d_sigma, d_mu, d_tau, d_nu = pull(cotangent)  # elementwise: the update of site i depends on site i only
+        by_tau = jnp.diag(d_tau) - d_sigma[:, None] * Sigma**2 - d_mu[:, None] * Sigma * mu[None, :]
+        by_nu = jnp.diag(d_nu) + d_mu[:, None] * Sigma
+        return jnp.concatenate([by_tau, by_nu], axis=1)
+
+    return jnp.concatenate([rows((ones, zeros)), rows((zeros, ones))], axis=0)
 
 
 def _cavity(sigma_diag, mu, tau, nu):
