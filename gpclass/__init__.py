@@ -11,7 +11,7 @@ The public API is what this module re-exports::
 from . import datasets, kernels, likelihoods, metrics, priors, samplers
 from .bound import variational_bound
 from .em_ep import EMEPResult, fit_em_ep
-from .fit import FitResult, fit
+from .fit import FitResult, FitStatus, fit
 from .inference import (
     AIS,
     EP,
@@ -41,6 +41,7 @@ __all__ = [
     "EMEPResult",
     "EP",
     "FitResult",
+    "FitStatus",
     "GaussianPosterior",
     "JaakkolaJordan",
     "KL",
