@@ -85,7 +85,8 @@ def cholesky(A: Float[Array, "n n"]) -> Float[Array, "n n"]:
 
 
 def _cholesky_fwd(A):
-    L = cholesky(A)
+    _check_matrix(A, "A")
+    L = _cholesky(A)
     return L, L
 
 
@@ -152,14 +153,15 @@ def solve(A: Float[Array, "n n"], b: Array) -> Array:
 
 
 def _solve_fwd(A, b):
-    x = solve(A, b)
+    _check_matrix(A, "A")
+    x = _solve(A, b)
     return x, (A, x)
 
 
 def _solve_bwd(residuals, x_bar):
     """b_bar = A^-T x_bar, A_bar = -b_bar x^T."""
     A, x = residuals
-    b_bar = solve(A.T, x_bar)
+    b_bar = _solve(A.T, x_bar)
     A_bar = -(jnp.outer(b_bar, x) if x.ndim == 1 else b_bar @ x.T)
     return A_bar, b_bar
 

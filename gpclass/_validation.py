@@ -64,6 +64,30 @@ def check_class_labels(y, n: int, num_classes: int, dtype) -> Float[Array, "n C"
     return (y.astype(jnp.int32)[:, None] == jnp.arange(num_classes)).astype(dtype)
 
 
+def check_two_classes(y):
+    """Checked labels ({-1, +1} floats, or the (n, C) indicators of ``check_class_labels``) of at least two
+    classes, else an error.
+
+    With one class, ML-II has no finite maximiser: the evidence keeps
+    increasing as the length scale and the signal variance grow (a constant
+    latent function of the observed class's sign; log q tends to about
+    log 1/2, measured with Laplace and EP).  ``eqx.error_if``, so the check
+    also raises inside jit and vmap.
+    """
+    if y.ndim == 2:
+        classes_seen = jnp.sum(jnp.any(y > 0, axis=0))
+        one_class = classes_seen < 2
+    else:
+        one_class = jnp.all(y > 0) | jnp.all(y < 0)
+    return eqx.error_if(
+        y,
+        one_class,
+        "fit: every training label is of one class; ML-II needs labels of at least two classes "
+        "(with one class the evidence keeps increasing with the length scale and signal variance: "
+        "no finite maximiser).",
+    )
+
+
 def _check_no_nan(y, message: str):
     """y, raising (inside jit too) if a floating-point y holds a NaN."""
     if not jnp.issubdtype(y.dtype, jnp.inexact):

@@ -47,11 +47,11 @@ import optax
 from jax import lax
 
 from ._types import Array, Float, Int
-from ._validation import check_inputs
+from ._validation import check_inputs, check_two_classes
 from .inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from .inference._infer import check_labels, solve_posterior
 from .kernels import AbstractKernel
-from .likelihoods import AbstractLikelihood, Softmax
+from .likelihoods import AbstractLikelihood
 
 
 class FitStatus(enum.IntEnum):
@@ -190,7 +190,7 @@ def fit(
     method.check_ml2()
     X = check_inputs(X)
     y = check_labels(likelihood, y, X)
-    y = check_two_classes(likelihood, y)
+    y = check_two_classes(y)
     dtype = X.dtype
     if gtol is None:
         gtol = 1e-5 if dtype == jnp.float64 else 1e-2
@@ -405,29 +405,6 @@ def _lbfgs_positive_curvature(memory_size: int) -> optax.GradientTransformation:
         return inner.update(updates, state, params)
 
     return optax.GradientTransformation(inner.init, update)
-
-
-def check_two_classes(likelihood, y):
-    """Labels (already checked: {-1, +1} floats, or (n, C) indicators) of at least two classes, else an error.
-
-    With one class, ML-II has no finite maximiser: the evidence keeps
-    increasing as the length scale and the signal variance grow (a constant
-    latent function of the observed class's sign; log q tends to about
-    log 1/2, measured with Laplace and EP).  ``eqx.error_if``, so the check
-    also raises inside jit and vmap.
-    """
-    if isinstance(likelihood, Softmax):
-        classes_seen = jnp.sum(jnp.any(y > 0, axis=0))
-        one_class = classes_seen < 2
-    else:
-        one_class = jnp.all(y > 0) | jnp.all(y < 0)
-    return eqx.error_if(
-        y,
-        one_class,
-        "fit: every training label is of one class; ML-II needs labels of at least two classes "
-        "(with one class the evidence keeps increasing with the length scale and signal variance: "
-        "no finite maximiser).",
-    )
 
 
 def _log_bounds(bounds):

@@ -21,6 +21,12 @@ def factor_sites(K, tau):
     return L, dense.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
 
 
+def site_covariance(K, factor):
+    """The dense Sigma = (K^-1 + S~)^-1 = K - V^T V from ``factor_sites`` (GPML eq. 3.68)."""
+    _, V = factor
+    return K - V.T @ V
+
+
 def site_marginals(K, tau, nu, factor=None):
     """Diagonal of Sigma = K - K S~^1/2 B^-1 S~^1/2 K and mu = Sigma nu~ (GPML eq. 3.53, Algorithm 3.5 lines 13-15)."""
     L, V = factor_sites(K, tau) if factor is None else factor

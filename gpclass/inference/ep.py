@@ -41,7 +41,7 @@ from .. import _dense as dense
 from .._linalg import factor_b, half_log_det, sqrt_precision
 from ._base import AbstractInference
 from ._posterior import SolverInfo
-from ._sites import factor_sites, site_alpha, site_marginals
+from ._sites import factor_sites, site_alpha, site_covariance, site_marginals
 
 
 class EP(AbstractInference):
@@ -208,8 +208,7 @@ def _update_jacobian(K, likelihood, y, tau, nu):
     """
     factor = factor_sites(K, tau)
     sigma_diag, mu, _ = site_marginals(K, tau, nu, factor)
-    V = factor[1]
-    Sigma = K - V.T @ V
+    Sigma = site_covariance(K, factor)
 
     def site_update(sigma_diag, mu, tau, nu):
         return _site_update(likelihood, y, *_cavity(sigma_diag, mu, tau, nu))
@@ -265,8 +264,7 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor=None, bl
     n = K.shape[0]
     factor = factor_sites(K, tau) if factor is None else factor
     _, mu, _ = site_marginals(K, tau, nu, factor)
-    V = factor[1]
-    Sigma = K - V.T @ V
+    Sigma = site_covariance(K, factor)
     b = min(block, n)
     num_blocks = -(-n // b)
     padded = jnp.concatenate([order, jnp.zeros(num_blocks * b - n, order.dtype)]).reshape(num_blocks, b)

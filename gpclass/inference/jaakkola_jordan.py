@@ -52,7 +52,7 @@ from .._linalg import factor_b, half_log_det, solve_b, sqrt_precision
 from ..likelihoods import Logistic
 from ._base import AbstractInference
 from ._posterior import SolverInfo
-from ._sites import factor_sites, site_alpha
+from ._sites import factor_sites, site_alpha, site_covariance
 
 
 class JaakkolaJordan(AbstractInference):
@@ -152,8 +152,7 @@ def _lower_candidates(K, y, nu, factor):
     (thousands of steps at sigma_f^2 = e^8).
     """
     n = K.shape[0]
-    _, V = factor
-    Sigma = K - V.T @ V
+    Sigma = site_covariance(K, factor)
     m = Sigma @ (0.5 * y)
     nu_em = jnp.sqrt(jnp.maximum(jnp.diagonal(Sigma) + m**2, jnp.finfo(K.dtype).tiny))
     S = Sigma**2 + 2.0 * (m[:, None] * Sigma * m[None, :])

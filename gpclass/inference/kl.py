@@ -42,7 +42,7 @@ from .. import _dense as dense
 from .._linalg import half_log_det, sqrt_precision
 from ._base import AbstractInference
 from ._posterior import SolverInfo
-from ._sites import factor_sites, site_alpha, site_marginals
+from ._sites import factor_sites, site_alpha, site_covariance, site_marginals
 
 
 class KL(AbstractInference):
@@ -135,8 +135,7 @@ def _candidates(K, likelihood, y, tau, nu, factor):
     (the ELBO is nearly flat along some site directions).
     """
     n = K.shape[0]
-    _, V = factor
-    Sigma = K - V.T @ V
+    Sigma = site_covariance(K, factor)
     m, s = Sigma @ nu, jnp.diagonal(Sigma)
     g_m, g_s, h_mm, h_ms, h_sm, h_ss = _expected_log_lik_derivatives(likelihood, y, m, s)
     t_tau = -2.0 * g_s
