@@ -18,20 +18,23 @@ input, or EP's ridge in the signal variance on separable data (log q within
 coordinate at a bound whose gradient points out of the box is *active*: held
 fixed, its gradient component zeroed (the projected gradient).  The default
 optimiser is L-BFGS made box-aware in the manner of L-BFGS-B without its
-Cauchy point (``_bounded_lbfgs``): its direction is zeroed where it would
-leave the box at a bound and shortened so that the full step stays inside, so
-its zoom line search sees the objective itself and a coordinate lands on its
-bound exactly.  Any other optax optimiser steps to the projection of its
-update (active coordinates frozen, the others clipped).  The gradient test is
-on the projected gradient; a fit that meets it with a coordinate at a bound
-says so (``FitStatus.AT_BOUND``).
+Cauchy point, with a strong-Wolfe zoom line search (``_box_lbfgs.py``); any
+other optax optimiser steps to the projection of its update (active
+coordinates frozen, the others clipped).  The gradient test is on the
+projected gradient; a fit that meets it with a coordinate at a bound says so
+(``FitStatus.AT_BOUND``).
+
+One evaluation per iteration.  Each pass of the loop evaluates the objective
+and its gradient at one trial point (a line-search trial, or the next point of
+a first-order optimiser) and then decides: the compiled program holds the
+inner solver and its adjoint once.
 
 Failures are values.  A trial point where the inner solver does not converge,
 or where the objective or its gradient is not finite, is infeasible: objective
 -inf with a zero gradient, so no NaN reaches the optimiser's memory.  A step
-without progress (for L-BFGS: one that does not raise the objective, which is
-then rejected) restarts the optimiser from the last point; a second in a row
-ends the fit as ``STALLED``.  Why the fit stopped is the integer
+without progress (for L-BFGS: a line search that does not raise the objective,
+whose point is then rejected) restarts the optimiser from the last point; a
+second in a row ends the fit as ``STALLED``.  Why the fit stopped is the integer
 ``FitResult.reason``, named by :class:`FitStatus`.
 """
 
@@ -39,13 +42,17 @@ import dataclasses
 import enum
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import optax
 from jax import lax
 
+from . import _box as box
+from ._box_lbfgs import BoxLBFGS
 from ._types import Array, Float, Int
 from ._validation import check_inputs, check_two_classes
 from .inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
@@ -148,10 +155,12 @@ def fit(
         kernel, likelihood: the starting point; every float array leaf is fitted.
         X, y: training data as for :func:`gpclass.infer`; labels of at least
             two classes (with one class ML-II has no finite maximiser).
-        optimizer: any optax transformation; ``None`` means L-BFGS with the
-            zoom line search (``optax.lbfgs()`` made box-aware, skipping
-            curvature pairs with s^T y <= 0), which needs no tuning.
-            First-order optimisers such as ``optax.adam(0.05)`` work too.
+        optimizer: any optax transformation; ``None`` means box-aware L-BFGS
+            (optax's L-BFGS direction, skipping curvature pairs with
+            s^T y <= 0) with a strong-Wolfe zoom line search, which needs no
+            tuning.  First-order optimisers such as ``optax.adam(0.05)`` work
+            too; one with its own line search (``optax.lbfgs()``) works but
+            compiles the objective once per call site of its line search.
         max_steps: largest number of optimiser steps.
         gtol: converged when max |projected d objective / d z| <= gtol, z the
             free coordinates (log theta); ``None`` means 1e-5 in float64 and
@@ -201,14 +210,16 @@ def fit(
     if not jax.tree.leaves(params):
         raise ValueError("fit: the kernel and likelihood have no floating-point parameters to fit.")
     to_free, from_free = parameter_transforms(params, (kernel, likelihood))
-    z0 = _check_in_box(to_free(params), lo, hi, bounds)
+    # The free coordinates as one vector: the optimiser's arithmetic is then a few vector operations.
+    z0, unravel = jax.flatten_util.ravel_pytree(to_free(params))
+    z0 = _check_in_box(z0, lo, hi, bounds)
     # Line searches probe extreme hyperparameters where the inner solver may fail;
     # there the objective is -inf (an infeasible point the line search backs off
     # from) instead of an exception.  The returned posterior reports convergence.
     inner = dataclasses.replace(method, throw=False)
 
     def build(z):
-        return eqx.combine(from_free(z), static)
+        return eqx.combine(from_free(unravel(z)), static)
 
     def negative_objective(z, init):
         kernel, likelihood = build(z)
@@ -218,16 +229,10 @@ def fit(
             value = value + log_prior(kernel, likelihood)
         return -value, posterior
 
-    def evaluate(z, init, cached_grad=None):
-        """(-objective, gradient, posterior); an infeasible point gives (inf, 0, posterior).
-
-        With ``cached_grad`` (from a line search that evaluated this point), forward only.
-        """
-        if cached_grad is None:
-            (value, posterior), grad = jax.value_and_grad(negative_objective, has_aux=True)(z, init)
-        else:
-            (value, posterior), grad = negative_objective(lax.stop_gradient(z), init), cached_grad
-        ok = posterior.info.converged & jnp.isfinite(value) & _all_finite(grad)
+    def evaluate(z, init):
+        """(-objective, gradient, posterior); an infeasible point gives (inf, 0, posterior)."""
+        (value, posterior), grad = jax.value_and_grad(negative_objective, has_aux=True)(z, init)
+        ok = posterior.info.converged & jnp.isfinite(value) & box.all_finite(grad)
         return jnp.where(ok, value, jnp.inf), jax.tree.map(lambda g: jnp.where(ok, g, 0.0), grad), posterior
 
     def line_objective(init):
@@ -245,166 +250,131 @@ def fit(
 
         return value
 
-    def at_bound(z):
-        return jax.tree.map(lambda x: (x <= lo) | (x >= hi), z)
-
-    def active_set(z, grad):
-        """Coordinates at a bound whose descent direction (-grad) leaves the box: held fixed."""
-        return jax.tree.map(lambda x, g: ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0)), z, grad)
-
-    def project(p, z, active):
-        """Active coordinates frozen at z, the others clipped to the box (derivative 1 on the boundary)."""
-        return jax.tree.map(
-            lambda p, x, a: jnp.where(a, x, jnp.where(p > hi, hi, jnp.where(p < lo, lo, p))).astype(p.dtype),
-            p, z, active,
-        )
-
-    def projected(grad, active):
-        return jax.tree.map(lambda g, a: jnp.where(a, 0.0, g), grad, active)
-
     def status(z, grad, value):
-        """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING)."""
-        pg_norm = _max_abs(projected(grad, active_set(z, grad)))
-        on_bound = _any(at_bound(z))
+        """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING, or FAILED where the value is not finite)."""
+        pg_norm = box.max_abs(box.projected(grad, box.active_set(z, grad, lo, hi)))
+        on_bound = box.any_leaf(box.at_bound(z, lo, hi))
         code = jnp.where(pg_norm <= gtol, jnp.where(on_bound, FitStatus.AT_BOUND, FitStatus.CONVERGED), _RUNNING)
         return pg_norm, jnp.where(jnp.isfinite(value), code, FitStatus.FAILED).astype(jnp.int32)
 
-    box_aware = optimizer is None
-    optimizer = optax.with_extra_args_support(_bounded_lbfgs(lo, hi) if box_aware else optimizer)
-
-    def step(state):
-        z, opt_state, posterior, value, grad, i, history, _, restarted = state
-        init = posterior.warm_start
-        active = active_set(z, grad)
-        pgrad = projected(grad, active)
-        objective = line_objective(init)
-        if box_aware:
-            # The direction is zero in the active coordinates and its full step stays in the
-            # box, so the line search sees the objective itself, and the gradient it cached
-            # at the accepted point is the true one: solve forward only for the posterior
-            # (the next warm start).
-            updates, opt_state = optimizer.update(pgrad, opt_state, z, value=value, grad=grad, value_fn=objective)
-            z_new = _snap_to_box(optax.apply_updates(z, updates), lo, hi)
-            new_value, new_grad, new_posterior = evaluate(z_new, init, optax.tree_utils.tree_get(opt_state, "grad"))
-        else:
-            # Any optax optimiser: its line search, if any, sees the objective along the
-            # projected path; the gradient at the new point is computed afresh.
-            updates, opt_state = optimizer.update(
-                pgrad, opt_state, z, value=value, grad=pgrad, value_fn=lambda p: objective(project(p, z, active))
-            )
-            z_new = project(optax.apply_updates(z, updates), z, active)
-            new_value, new_grad, new_posterior = evaluate(z_new, init)
-        change = value - new_value  # NaN or -inf at an infeasible point
-        if box_aware:
-            # A line search that cannot raise the objective has failed: keep the last point.
-            accept = progress = change > ftol * (1.0 + jnp.abs(value))
-        else:
-            # Fixed-step optimisers such as Adam need not raise the objective every step.
-            accept = jnp.isfinite(new_value)
-            progress = accept & (jnp.abs(change) > ftol * (1.0 + jnp.abs(value)))
-        # Without progress, restart the optimiser (from the last point unless accepted);
-        # twice in a row: stalled.
-        z, value, grad, posterior = jax.tree.map(
-            lambda new, old: jnp.where(accept, new, old),
-            (z_new, new_value, new_grad, new_posterior),
-            (z, value, grad, posterior),
-        )
-        fresh = optimizer.init(z)
-        opt_state = jax.tree.map(lambda kept, new: jnp.where(progress, kept, new), opt_state, fresh)
-        grad_norm, code = status(z, grad, value)
-        code = jnp.where((code == _RUNNING) & ~progress & restarted, FitStatus.STALLED, code)
-        code = jnp.where((code == _RUNNING) & (i + 1 >= max_steps), FitStatus.MAX_STEPS, code).astype(jnp.int32)
-        history = history.at[i].set(-value)
-        if verbose:
-            jax.debug.print(
-                "fit step {i:4d}: objective {v: .10e}  max|projected grad| {g:.2e}  progress {p}",
-                i=i + 1, v=-value, g=grad_norm, p=progress,
-            )
-        return z, opt_state, posterior, value, grad, i + 1, history, code, ~progress
-
-    value, grad, posterior = evaluate(z0, None)
-    _, code = status(z0, grad, value)
-    code = jnp.where((code == _RUNNING) & (max_steps <= 0), FitStatus.MAX_STEPS, code).astype(jnp.int32)
-    history = jnp.full((max_steps,), jnp.nan, dtype=dtype)
-    state = (z0, optimizer.init(z0), posterior, value, grad, 0, history, code, jnp.asarray(False))
-    z, _, posterior, value, grad, num_steps, history, code, _ = lax.while_loop(
-        lambda s: s[7] == _RUNNING, step, state
+    strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
+    posterior0 = _zeros_like_output(negative_objective, z0, None)[1]
+    state = _Loop(
+        z=z0, value=jnp.zeros((), dtype), grad=jax.tree.map(jnp.zeros_like, z0), posterior=posterior0,
+        search=strategy.initial(z0, jnp.zeros((), dtype), jax.tree.map(jnp.zeros_like, z0), posterior0),
+        memory=strategy.memory_init(z0), steps=jnp.asarray(0), history=jnp.full((max_steps,), jnp.nan, dtype),
+        code=jnp.asarray(_RUNNING, jnp.int32), restarted=jnp.asarray(False), started=jnp.asarray(False),
     )
-    grad_norm, _ = status(z, grad, value)
-    value = _raise_unless_converged(value, code) if throw else value
-    kernel, likelihood = build(z)
-    return FitResult(
+
+    def iteration(s: _Loop) -> _Loop:
+        """One evaluation of the objective (its only call site in the program), then the step logic."""
+        init = s.posterior.warm_start
+        trial = strategy.trial(s.z, s.search)
+        value, grad, posterior = evaluate(trial, init)
+        search, done, found, candidate = strategy.observe(s.z, s.search, value, grad, posterior)
+        first = ~s.started  # the start: taken as it is
+        done = done | first
+        candidate = optax.tree.where(first, (trial, value, grad, posterior), candidate)
+        _, new_value, _, _ = candidate
+        change = s.value - new_value  # NaN or -inf at an infeasible point
+        moved = found & (jnp.abs(change) > ftol * (1.0 + jnp.abs(s.value)))
+        progress = (found & (change > ftol * (1.0 + jnp.abs(s.value)))) if strategy.monotone else moved
+        accept = first | (progress if strategy.monotone else found)
+        step_done = done & ~first
+        z, value, grad, posterior = optax.tree.where(done & accept, candidate, (s.z, s.value, s.grad, s.posterior))
+        # Without progress, restart the optimiser from the last point; twice in a row: stalled.
+        memory = optax.tree.where(step_done & ~progress, strategy.memory_init(z), s.memory)
+        grad_norm, code = status(z, grad, value)
+        limit = jnp.where(first, 0, s.steps + 1)
+        code = jnp.where(step_done & (code == _RUNNING) & ~progress & s.restarted, FitStatus.STALLED, code)
+        code = jnp.where((code == _RUNNING) & (limit >= max_steps), FitStatus.MAX_STEPS, code)
+        code = jnp.where(done, code, _RUNNING).astype(jnp.int32)
+        history = jnp.where(step_done, s.history.at[s.steps].set(-value), s.history)
+        if verbose:
+            lax.cond(step_done, _print_step, lambda *a: None, s.steps + 1, -value, grad_norm, progress)
+        new_search, new_memory = strategy.begin(z, value, grad, memory, posterior, line_objective(posterior.warm_start))
+        search, memory = optax.tree.where(done, (new_search, new_memory), (search, memory))
+        return _Loop(
+            z=z, value=value, grad=grad, posterior=posterior, search=search, memory=memory,
+            steps=s.steps + step_done, history=history, code=code,
+            restarted=jnp.where(step_done, ~progress, s.restarted), started=jnp.asarray(True),
+        )
+
+    s = lax.while_loop(lambda s: s.code == _RUNNING, iteration, state)
+    grad_norm, _ = status(s.z, s.grad, s.value)
+    kernel, likelihood = build(s.z)
+    result = FitResult(
         kernel=kernel,
         likelihood=likelihood,
-        posterior=posterior,
-        objective=-value,
-        history=history,
-        num_steps=jnp.asarray(num_steps),
+        posterior=s.posterior,
+        objective=-s.value,
+        history=s.history,
+        num_steps=s.steps,
         grad_norm=grad_norm,
-        reason=jnp.asarray(code, jnp.int32),
+        reason=s.code,
     )
+    return _raise_unless_converged(result, s.code) if throw else result
 
 
-def _bounded_lbfgs(lo: float, hi: float, memory_size: int = 10) -> optax.GradientTransformationExtraArgs:
-    """``optax.lbfgs()`` whose steps stay in the box [lo, hi] (free coordinates).
+class _Loop(NamedTuple):
+    """The state of fit's loop: the accepted point and its posterior, the pending line search, the optimiser's
+    memory and the record."""
 
-    Between the L-BFGS direction d and the zoom line search, ``truncate``
-    zeroes d in the coordinates at a bound where it points out of the box (the
-    active ones among them, gradient pointing outwards, are already zero in
-    the gradient L-BFGS was given) and shortens d so that the full step z + d
-    stays in the box.  The line search never takes a step longer than d (its
-    ``max_learning_rate`` is 1): it evaluates the objective only inside the
-    box, and a coordinate reaches its bound at the full step.  Pass the
-    projected gradient as the updates and the true one as ``grad=``.
-    """
-
-    def truncate_update(updates, state, params, *, grad, **extra_args):
-        del extra_args
-
-        def blocked(d, x, g):
-            return ((x <= lo) & ((d < 0) | (g > 0))) | ((x >= hi) & ((d > 0) | (g < 0)))
-
-        d = jax.tree.map(lambda d, x, g: jnp.where(blocked(d, x, g), 0.0, d), updates, params, grad)
-
-        def largest_step(d, x):
-            t = jnp.where(d > 0, (hi - x) / jnp.where(d > 0, d, 1.0), jnp.inf)
-            t = jnp.where(d < 0, (lo - x) / jnp.where(d < 0, d, 1.0), t)
-            return jnp.min(t, initial=jnp.inf)
-
-        t_max = jnp.min(jnp.stack([largest_step(d, x) for d, x in zip(jax.tree.leaves(d), jax.tree.leaves(params))]))
-        scale = jnp.minimum(1.0, t_max)
-        return jax.tree.map(lambda d: (scale * d).astype(d.dtype), d), state
-
-    truncate = optax.GradientTransformationExtraArgs(lambda params: optax.EmptyState(), truncate_update)
-    return optax.chain(
-        _lbfgs_positive_curvature(memory_size),
-        optax.scale(-1.0),
-        truncate,
-        optax.scale_by_zoom_linesearch(max_linesearch_steps=20, max_learning_rate=1.0, initial_guess_strategy="one"),
-    )
+    z: optax.Params
+    value: Array
+    grad: optax.Params
+    posterior: object
+    search: object
+    memory: object
+    steps: Array
+    history: Array
+    code: Array
+    restarted: Array
+    started: Array
 
 
-def _lbfgs_positive_curvature(memory_size: int) -> optax.GradientTransformation:
-    """``optax.scale_by_lbfgs`` that skips a curvature pair (s, y) with s^T y <= 0.
+class _OptaxSteps:
+    """Any optax optimiser in fit's loop (the protocol of ``BoxLBFGS``): one evaluation per step, at the
+    projection of its update onto the box (active coordinates frozen, the others clipped)."""
 
-    optax keeps every pair, and one of negative curvature (a step that ended
-    where the objective is concave along it, e.g. a line search stopped by its
-    largest step) makes the next direction point uphill.  Skipping it is the
-    usual safeguard (Nocedal & Wright, sec. 7.2): the pair is recorded as zero.
-    """
-    inner = optax.scale_by_lbfgs(memory_size=memory_size)
+    monotone = False  # fixed-step optimisers such as Adam need not lower the objective every step
 
-    def update(updates, state, params):
-        s = optax.tree.sub(params, state.params)
-        y = optax.tree.sub(updates, state.updates)
-        sy, ss, yy = optax.tree.vdot(s, y), optax.tree.vdot(s, s), optax.tree.vdot(y, y)
-        skip = sy <= 1e-10 * jnp.sqrt(ss * yy)
-        state = state._replace(
-            params=optax.tree.where(skip, params, state.params), updates=optax.tree.where(skip, updates, state.updates)
+    def __init__(self, optimizer: optax.GradientTransformation, lo: float, hi: float):
+        self.optimizer, self.lo, self.hi = optax.with_extra_args_support(optimizer), lo, hi
+
+    def memory_init(self, z):
+        return self.optimizer.init(z)
+
+    def initial(self, z, value, grad, aux):
+        return z
+
+    def begin(self, z, value, grad, memory, aux, value_fn):
+        """The next trial point; an optimiser with a line search sees the objective along the projected path."""
+        active = box.active_set(z, grad, self.lo, self.hi)
+        pgrad = box.projected(grad, active)
+        updates, memory = self.optimizer.update(
+            pgrad, memory, z, value=value, grad=pgrad,
+            value_fn=lambda p: value_fn(box.project(p, z, active, self.lo, self.hi)),
         )
-        return inner.update(updates, state, params)
+        return box.project(optax.apply_updates(z, updates), z, active, self.lo, self.hi), memory
 
-    return optax.GradientTransformation(inner.init, update)
+    def trial(self, z, search):
+        return search
+
+    def observe(self, z, search, value, grad, aux):
+        return search, jnp.asarray(True), jnp.isfinite(value), (search, value, grad, aux)
+
+
+def _zeros_like_output(fn, *args):
+    """Zeros of the structure, shapes and dtypes ``fn(*args)`` returns, without running it."""
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *args))
+
+
+def _print_step(step, objective, grad_norm, progress):
+    jax.debug.print(
+        "fit step {i:4d}: objective {v: .10e}  max|projected grad| {g:.2e}  progress {p}",
+        i=step, v=objective, g=grad_norm, p=progress,
+    )
 
 
 def _log_bounds(bounds):
@@ -414,50 +384,19 @@ def _log_bounds(bounds):
     return math.log(lower), math.log(upper)
 
 
-def _box_tolerance(x, lo, hi):
-    """A few rounding errors of a free coordinate near the bounds (zero without bounds)."""
-    if not math.isfinite(lo):
-        return 0.0
-    return 8 * float(jnp.finfo(x.dtype).eps) * (1.0 + max(abs(lo), abs(hi)))
-
-
-def _snap_to_box(z, lo, hi):
-    """Coordinates within rounding of a bound put exactly on it (a full truncated step lands within an ulp or
-    two of the bound, on either side), everything clipped to the box."""
-
-    def snap(x):
-        tol = _box_tolerance(x, lo, hi)
-        return jnp.where(x >= hi - tol, hi, jnp.where(x <= lo + tol, lo, x)).astype(x.dtype)
-
-    return jax.tree.map(snap, z)
-
-
 def _check_in_box(z, lo, hi, bounds):
     """The starting free coordinates, an error if outside [lo, hi] (beyond rounding), snapped onto the box."""
-    outside = _any(
-        jax.tree.map(lambda x: (x < lo - _box_tolerance(x, lo, hi)) | (x > hi + _box_tolerance(x, lo, hi)), z)
-    )
     z = eqx.error_if(
-        z, outside, f"fit: a starting hyperparameter lies outside bounds={bounds}; start inside or widen the bounds."
+        z, box.outside(z, lo, hi),
+        f"fit: a starting hyperparameter lies outside bounds={bounds}; start inside or widen the bounds.",
     )
-    return _snap_to_box(z, lo, hi)
+    return box.snap(z, lo, hi)
 
 
-def _raise_unless_converged(value, code):
+def _raise_unless_converged(result, code):
+    """``result`` (every leaf, so no use of it escapes the check) or the FitStatus message as an error."""
     messages = [FitStatus(c).message for c in range(len(FitStatus))]
-    return eqx.branched_error_if(value, code > FitStatus.AT_BOUND, code, ["fit did not converge: " + m for m in messages])
-
-
-def _max_abs(tree):
-    return jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in jax.tree.leaves(tree)]))
-
-
-def _any(tree):
-    return jnp.any(jnp.stack([jnp.any(b) for b in jax.tree.leaves(tree)]))
-
-
-def _all_finite(tree):
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(tree)]))
+    return eqx.branched_error_if(result, code > FitStatus.AT_BOUND, code, ["fit did not converge: " + m for m in messages])
 
 
 def parameter_transforms(params, tree):

@@ -35,6 +35,7 @@ def infer(
         init: an optional warm start for the method: ``posterior.warm_start``
             of an earlier solution by the same method (Laplace: a = K^-1 f;
             EP: the site parameters); an explicit argument, never hidden state.
+            All zeros means the same as ``None`` (the method's own start).
         key: a PRNG key, for methods with randomness (``gpc.EP(order="random")``,
             ``gpc.MCMC()``, ``gpc.AIS()``, which require it).
 

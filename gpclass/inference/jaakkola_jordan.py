@@ -170,8 +170,10 @@ def _solve_lower(method, K, y, init, tol):
     dtype = K.dtype
     eps = jnp.finfo(dtype).eps
     d = 0.5 * y
-    # Start from the EM update applied to the prior (q = N(0, C)): nu_n^2 = C_nn.
-    nu0 = jnp.sqrt(jnp.diagonal(K)) if init is None else jnp.asarray(init, dtype)
+    # Start from the EM update applied to the prior (q = N(0, C)): nu_n^2 = C_nn, also for the zero entries of a
+    # warm start (nu = 0 carries no information: an all-zero warm start means no warm start, as for every method).
+    prior_nu = jnp.sqrt(jnp.diagonal(K))
+    nu0 = prior_nu if init is None else jnp.where(jnp.asarray(init, dtype) > 0, jnp.asarray(init, dtype), prior_nu)
 
     def evaluate(nu):
         factor = factor_sites(K, 2.0 * jj_lambda(nu))
