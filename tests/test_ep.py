@@ -1,6 +1,8 @@
-"""Expectation propagation: fixed point, exactness for n = 1, brute-force quadrature, gradients."""
+"""Expectation propagation: fixed point, exactness for n = 1, brute-force quadrature, vmap.
 
-import functools
+Gradients against finite differences, for every schedule and likelihood on hard inputs: tests/test_gradients_hard.py.
+"""
+
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +11,7 @@ import pytest
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from conftest import brute_force_log_z, central_difference, log_marginal_functions, se_kernel, standardised_subset
+from conftest import brute_force_log_z, jit_call, log_marginal_functions, se_kernel, standardised_subset
 
 LIKELIHOODS = pytest.mark.parametrize(
     "lik", [gpc.likelihoods.Probit(), gpc.likelihoods.Logistic()], ids=["probit", "logistic"]
@@ -17,7 +19,7 @@ LIKELIHOODS = pytest.mark.parametrize(
 SCHEDULES = pytest.mark.parametrize("schedule", ["sequential", "parallel"])
 
 
-_, ep_log_marginal, ep_log_marginal_and_grad, _ = log_marginal_functions(gpc.EP())
+_, _, ep_log_marginal_and_grad, _ = log_marginal_functions(gpc.EP())
 
 
 def sites_of(post, K):
@@ -41,7 +43,7 @@ def test_single_case_is_exact(lik):
     X, y = np.array([[0.4]]), np.array([1.0])
     kernel = gpc.kernels.SquaredExponential(variance=3.0)
     post = gpc.infer(gpc.EP(), kernel, lik, X, y)
-    p = lambda f: np.exp(float(lik.log_prob(jnp.ones(1), jnp.array([f]))[0])) * stats.norm.pdf(f, 0, np.sqrt(3.0))
+    p = lambda f: np.exp(float(jit_call(lik.log_prob, np.ones(1), np.array([f]))[0])) * stats.norm.pdf(f, 0, np.sqrt(3.0))
     Z = integrate.quad(p, -40, 40, points=[0.0])[0]
     mean = integrate.quad(lambda f: f * p(f), -40, 40, points=[0.0])[0] / Z
     var = integrate.quad(lambda f: (f - mean) ** 2 * p(f), -40, 40, points=[0.0])[0] / Z
@@ -76,7 +78,7 @@ def test_fixed_point_and_log_z_formula(lik, schedule, pima_small):
     tau, nu, Sigma, mu = sites_of(post, K)
     tau_cav, nu_cav = 1 / np.diag(Sigma) - tau, mu / np.diag(Sigma) - nu
     m_cav, v_cav = nu_cav / tau_cav, 1 / tau_cav
-    log_z, m_hat, v_hat = (np.asarray(a) for a in lik.tilted_moments(jnp.asarray(y), jnp.asarray(m_cav), jnp.asarray(v_cav)))
+    log_z, m_hat, v_hat = (np.asarray(a) for a in jit_call(lik.tilted_moments, np.asarray(y, np.float64), m_cav, v_cav))
     # Each site's tilted moments equal the marginal moments of q (the EP fixed point).
     np.testing.assert_allclose(m_hat, mu, atol=1e-7 * (1 + np.max(np.abs(mu))))
     np.testing.assert_allclose(v_hat, np.diag(Sigma), rtol=1e-7)
@@ -103,21 +105,6 @@ def test_sequential_random_order_and_parallel_reach_the_same_fixed_point(lik, pi
         gpc.infer(gpc.EP(order="random"), kernel, lik, X, y)
 
 
-@pytest.mark.parametrize(
-    "lik, ard",
-    [(gpc.likelihoods.Probit(), False), (gpc.likelihoods.Probit(), True), (gpc.likelihoods.Logistic(), False)],
-    ids=["probit-iso", "probit-ard", "logistic-iso"],
-)
-def test_gradient_matches_finite_differences(lik, ard, pima_small):
-    X, y = pima_small
-    log_v, log_l = np.log(10.0), np.log(2.0) + (0.1 * np.arange(X.shape[1]) if ard else 0.0)
-    value, (g_v, g_l) = ep_log_marginal_and_grad(log_v, log_l, lik, X, y)
-    fd_v = central_difference(lambda t: float(ep_log_marginal(t[0], log_l, lik, X, y)), log_v)
-    fd_l = central_difference(lambda t: float(ep_log_marginal(log_v, t if ard else t[0], lik, X, y)), log_l)
-    np.testing.assert_allclose(g_v, fd_v[0], rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(np.atleast_1d(g_l), fd_l, rtol=1e-6, atol=1e-7)
-
-
 def test_predictions_match_gpml_eqs_3_60_3_61(ionosphere_small):
     X, y = ionosphere_small
     lik = gpc.likelihoods.Probit()
@@ -136,7 +123,7 @@ def test_predictions_match_gpml_eqs_3_60_3_61(ionosphere_small):
 
 
 def test_vmap_matches_loop_and_non_convergence_is_reported():
-    # Pima subsets of the finite-difference tests' shape: the single evaluations reuse their compilation.
+    # Pima subsets of the shape of the fixed-point tests.
     data = [standardised_subset("pima", s) for s in range(2, 5)]
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
     lik = gpc.likelihoods.Probit()
@@ -154,41 +141,10 @@ def test_vmap_matches_loop_and_non_convergence_is_reported():
         gpc.EP(schedule="random")
 
 
-def test_label_noise_epsilon_gradient_and_laplace_refusal(pima_small):
+def test_laplace_refuses_label_noise(pima_small):
+    """Label noise is not log-concave: Laplace refuses it (EP's gradients with label noise, epsilon's included, and
+    where it clips site precisions at 0: tests/test_gradients_hard.py)."""
     X, y = pima_small
     kernel = gpc.kernels.SquaredExponential(variance=10.0, lengthscale=2.0)
-
-    @jax.jit
-    @jax.value_and_grad
-    def log_z(eps):
-        lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=eps)
-        return gpc.infer(gpc.EP(), kernel, lik, X, y).log_marginal
-
-    eps, h = np.float64(0.05), 1e-5
-    _, grad = log_z(eps)  # one compilation, also for the finite differences (gradient discarded)
-    np.testing.assert_allclose(float(grad), float((log_z(eps + h)[0] - log_z(eps - h)[0]) / (2 * h)), rtol=1e-6)
     with pytest.raises(ValueError, match="log-concave"):
         gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit()), X, y)
-
-
-def test_gradient_is_exact_where_label_noise_switches_sites_off():
-    """Where a site precision is clipped at 0 log Z_EP is not stationary in the sites; the implicit adjoint keeps
-    the gradient (epsilon and kernel) equal to finite differences there."""
-    rng = np.random.default_rng(1)
-    X = rng.uniform(-3.0, 3.0, size=(60, 1))
-    y = np.sign(X[:, 0])
-    y[rng.choice(60, 12, replace=False)] *= -1
-
-    @jax.jit
-    @functools.partial(jax.value_and_grad, has_aux=True)
-    def log_z(theta):
-        lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=theta[0])
-        post = gpc.infer(gpc.EP(), se_kernel(theta[1], theta[2]), lik, X, y)
-        return post.log_marginal, jnp.sum(post.sqrt_w == 0)
-
-    theta = np.array([0.077, 0.12, 0.1])
-    (value, clipped), grad = log_z(theta)
-    assert int(clipped) > 0  # the situation under test
-    # One compilation: the finite differences call the same program and discard its gradient.
-    fd = central_difference(lambda t: float(log_z(t)[0][0]), theta, h=1e-5)
-    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6)

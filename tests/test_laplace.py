@@ -103,21 +103,6 @@ def test_stiff_hyperparameters_converge(lik, log_sigma_f, ionosphere_small):
 # --- gradients ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("regime", [(np.log(2.0), np.log(2.5)), (6.0, np.log(3.0))], ids=["moderate", "stiff"])
-@pytest.mark.parametrize("ard", [False, True], ids=["iso", "ard"])
-@LIKELIHOODS
-def test_gradient_matches_finite_differences(lik, ard, regime, pima_small):
-    X, y = pima_small
-    log_v, log_l = regime
-    if ard:
-        log_l = log_l + 0.1 * np.arange(X.shape[1])
-    _, (g_v, g_l) = log_marginal_and_grad(log_v, log_l, lik, X, y)
-    fd_v = central_difference(lambda t: float(log_marginal(t[0], log_l, lik, X, y)), log_v)
-    fd_l = central_difference(lambda t: float(log_marginal(log_v, t if ard else t[0], lik, X, y)), log_l)
-    np.testing.assert_allclose(g_v, fd_v[0], rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(np.atleast_1d(g_l), fd_l, rtol=1e-6, atol=1e-7)
-
-
 def test_gradient_is_finite_where_the_curvature_underflows():
     """Well-separated data and a huge sigma_f put the probit mode past y f ~ 38.6, where W underflows
     to exactly 0 (seen on crabs in ML-II fits); the gradient must stay finite and exact there."""

@@ -8,6 +8,7 @@ import pytest
 from scipy import integrate, special, stats
 
 import gpclass as gpc
+from conftest import jit_call
 
 LIKELIHOODS = [gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()]
 F = np.array([-30.0, -8.0, -2.0, -0.3, 0.0, 0.4, 3.0, 12.0, 35.0])
@@ -27,11 +28,11 @@ def closed_form(lik, y, f):
 @pytest.mark.parametrize("label", [1.0, -1.0])
 def test_derivatives_match_closed_forms_in_the_tails(lik, label):
     y = np.full_like(F, label)
-    lp, d1, W = lik.derivatives(jnp.asarray(y), jnp.asarray(F))
+    lp, d1, W = jit_call(lik.derivatives, y, F)
     # The closed forms agree with automatic differentiation of log_prob (the generic protocol)
     # where the latter has no cancellation.
     moderate = np.abs(F) <= 12
-    generic = gpc.likelihoods.AbstractLikelihood.derivatives(lik, jnp.asarray(y[moderate]), jnp.asarray(F[moderate]))
+    generic = jit_call(gpc.likelihoods.AbstractLikelihood.derivatives, lik, y[moderate], F[moderate])
     for ours, auto in zip((lp, d1, W), generic):
         np.testing.assert_allclose(ours[moderate], auto, rtol=1e-6, atol=1e-15)
     lp_ref, d1_ref, W_ref = closed_form(lik, y, F)
@@ -48,11 +49,13 @@ def test_curvature_has_finite_derivatives_where_it_underflows(lik):
     (probit beyond y f ~ 38.6, where the erfcx form of N/Phi overflowed and gave NaN)."""
     f = jnp.array([-60.0, -38.0, -5.0, 0.0, 5.0, 30.0, 37.5, 38.0, 39.0, 45.0, 60.0, 800.0])
     y = jnp.ones_like(f)
-    slope = jax.vmap(jax.grad(lambda t: lik.derivatives(y[:1], t[None])[1][0]))(f)
-    dW = jax.vmap(jax.grad(lambda t: lik.derivatives(y[:1], t[None])[2][0]))(f)
+    slope, dW = jit_call(
+        lambda lik, y, f: [jax.vmap(jax.grad(lambda t: lik.derivatives(y[:1], t[None])[k][0]))(f) for k in (1, 2)],
+        lik, y, f,
+    )
     assert np.all(np.isfinite(slope)) and np.all(np.isfinite(dW))
     # Where W has underflowed, so has its slope; elsewhere the slope is that of the closed form.
-    W = np.asarray(lik.derivatives(y, f)[2])
+    W = np.asarray(jit_call(lik.derivatives, y, f)[2])
     assert np.all(np.asarray(dW)[W == 0] == 0)
     moderate = np.abs(np.asarray(f)) <= 30
     h = 1e-5
@@ -65,17 +68,17 @@ def test_probit_tail_has_no_holes():
     [9.19, 9.42] (float32), which made log Phi(z) = -inf near z = -37.6 (float64) and z = -13.2 (float32)."""
     z = np.linspace(-60.0, 0.0, 24001)  # step 0.0025: dozens of points inside each former hole
     lik = gpc.likelihoods.Probit()
-    lp = np.asarray(lik.log_prob(jnp.ones_like(z), jnp.asarray(z)))
+    lp = np.asarray(jit_call(lik.log_prob, np.ones_like(z), z))
     np.testing.assert_allclose(lp, special.log_ndtr(z), rtol=1e-13)
-    _, slope, W = lik.derivatives(jnp.ones_like(z), jnp.asarray(z))
+    _, slope, W = jit_call(lik.derivatives, np.ones_like(z), z)
     assert np.all(np.isfinite(slope)) and np.all(np.isfinite(W))
     z32 = jnp.asarray(z[z > -18.0], jnp.float32)
-    lp32 = np.asarray(lik.log_prob(jnp.ones_like(z32), z32))
+    lp32 = np.asarray(jit_call(lik.log_prob, jnp.ones_like(z32), z32))
     np.testing.assert_allclose(lp32, special.log_ndtr(np.asarray(z32, np.float64)), rtol=2e-6)
 
 
 def test_log_phi_does_not_underflow():
-    lp = gpc.likelihoods.Probit().log_prob(jnp.ones(3), jnp.array([-40.0, -1e3, -1e6]))
+    lp = jit_call(gpc.likelihoods.Probit().log_prob, jnp.ones(3), jnp.array([-40.0, -1e3, -1e6]))
     # log Phi(z) ~ -z^2/2 - log(-z) - log(sqrt(2 pi)) for z -> -inf
     z = np.array([-40.0, -1e3, -1e6])
     asymptote = -(z**2) / 2 - np.log(-z) - 0.5 * np.log(2 * np.pi)
@@ -98,14 +101,14 @@ def reference_average(mean, var):
 @pytest.mark.parametrize("var", [1e-8, 0.01, 0.5, 0.99, 1.0, 1.01, 4.0, 25.0, 100.0, 400.0, 2500.0])
 def test_logistic_average_is_accurate_at_every_variance(var):
     means = np.array([-30.0, -5.0, -1.0, 0.0, 0.7, 3.0, 20.0])
-    got = gpc.likelihoods.Logistic().predictive_probability(jnp.asarray(means), jnp.full(7, var))
+    got = jit_call(gpc.likelihoods.Logistic().predictive_probability, means, np.full(7, var))
     ref = np.array([reference_average(m, var) for m in means])
     np.testing.assert_allclose(got, ref, atol=1e-9, rtol=0)
 
 
 def test_probit_average_is_exact():
     means, var = np.array([-3.0, 0.0, 1.5]), np.array([0.2, 9.0, 150.0])
-    got = gpc.likelihoods.Probit().predictive_probability(jnp.asarray(means), jnp.asarray(var))
+    got = jit_call(gpc.likelihoods.Probit().predictive_probability, means, var)
     ref = [
         integrate.quad(lambda f, m=m, v=v: special.ndtr(f) * stats.norm.pdf(f, m, np.sqrt(v)), -np.inf, np.inf)[0]
         for m, v in zip(means, var)
@@ -115,8 +118,8 @@ def test_probit_average_is_exact():
 
 def test_mackay_approximation_is_close_but_not_exact():
     means, var = jnp.array([-2.0, 0.5, 3.0]), jnp.array([1.0, 4.0, 50.0])
-    approx = gpc.mackay_probability(means, var)
-    exact = gpc.likelihoods.Logistic().predictive_probability(means, var)
+    approx = jit_call(gpc.mackay_probability, means, var)
+    exact = jit_call(gpc.likelihoods.Logistic().predictive_probability, means, var)
     np.testing.assert_allclose(approx, jax.nn.sigmoid(means / jnp.sqrt(1 + jnp.pi * var / 8)), rtol=1e-14)
     assert np.max(np.abs(approx - exact)) < 0.02
     assert np.max(np.abs(approx - exact)) > 1e-4
@@ -142,7 +145,7 @@ def test_tilted_moments_match_quadrature(name):
     grid = [(v, m, y) for v in [1e-3, 2.0, 150.0] for m in [-15.0, -1.0, 2.5] for y in [1.0, -1.0]]
     var, mean, y = (np.array(c) for c in zip(*grid))
     for epsilon, lik in [(0.0, base), (0.07, gpc.likelihoods.LabelNoise(base, epsilon=0.07))]:
-        log_z, m_hat, v_hat = (np.asarray(a) for a in lik.tilted_moments(jnp.asarray(y), jnp.asarray(mean), jnp.asarray(var)))
+        log_z, m_hat, v_hat = (np.asarray(a) for a in jit_call(lik.tilted_moments, y, mean, var))
         for i, (v_i, m_i, y_i) in enumerate(grid):
             s = np.sqrt(v_i)
 
@@ -175,9 +178,9 @@ def test_label_noise_likelihood():
     base = gpc.likelihoods.Probit()
     lik = gpc.likelihoods.LabelNoise(base, epsilon=0.1)
     f = jnp.linspace(-6.0, 3.0, 10)
-    np.testing.assert_allclose(np.exp(lik.log_prob(jnp.ones(10), f)), 0.1 + 0.8 * special.ndtr(np.asarray(f)), rtol=1e-12)
+    np.testing.assert_allclose(np.exp(jit_call(lik.log_prob, jnp.ones(10), f)), 0.1 + 0.8 * special.ndtr(np.asarray(f)), rtol=1e-12)
     assert not lik.log_concave and base.log_concave
-    _, _, W = lik.derivatives(jnp.ones(10), f)
+    _, _, W = jit_call(lik.derivatives, jnp.ones(10), f)
     assert float(jnp.min(W)) < 0  # not log-concave: Laplace refuses it
     np.testing.assert_allclose(lik.predictive_probability(jnp.array([0.5]), jnp.array([2.0])),
                                0.1 + 0.8 * special.ndtr(0.5 / np.sqrt(3.0)), rtol=1e-12)
@@ -189,7 +192,7 @@ def test_expected_log_likelihood_matches_quadrature(name):
     lik = gpc.likelihoods.LabelNoise(LIKELIHOOD_CLASSES[name](), epsilon=0.07)
     grid = [(v, m, y) for v in [1e-3, 0.5, 4.0, 150.0] for m in [-4.0, 0.3, 2.5] for y in [1.0, -1.0]]
     var, mean, y = (np.array(c) for c in zip(*grid))
-    got = np.asarray(lik.expected_log_prob(jnp.asarray(y), jnp.asarray(mean), jnp.asarray(var)))
+    got = np.asarray(jit_call(lik.expected_log_prob, y, mean, var))
     for i, (v_i, m_i, y_i) in enumerate(grid):
         s = np.sqrt(v_i)
         integrand = lambda z: np.log(np_likelihood(name, 0.07, y_i, m_i + s * z)) * stats.norm.pdf(z)
