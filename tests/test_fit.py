@@ -158,6 +158,11 @@ def test_a_failed_start_is_a_value_not_an_exception():
     assert int(result.num_steps) == 0 and not bool(result.posterior.info.converged)
     assert float(result.objective) == -np.inf and float(result.grad_norm) == 0.0  # no NaN from the failed solve
     np.testing.assert_allclose(log_params(result.kernel), np.log([1e8, 1e8]), rtol=1e-15)
+    # Asked to throw, the fit raises with the reason.  The check is attached to every field of the result, so a
+    # program that uses only the fitted variance (dead-code elimination drops everything else) still raises.
+    variance_only = eqx.filter_jit(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y, throw=True).kernel.variance)
+    with pytest.raises(Exception, match="fit did not converge: failed at the start"):
+        jax.block_until_ready(variance_only(se(1e8, 1e8), *toy_data(n=30, seed=3)))
 
 
 def test_any_optax_optimiser_reaches_the_same_optimum():

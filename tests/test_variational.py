@@ -7,7 +7,7 @@ import pytest
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from conftest import central_difference, jit_call, se_kernel, standardised_subset
+from conftest import as_float64, central_difference, jit_call, se_kernel, standardised_subset
 from gpclass.inference.jaakkola_jordan import jj_lambda, lower_bound
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
@@ -153,6 +153,18 @@ def test_lower_bound_optimum_is_stationary_and_matches_the_dense_formula(ionosph
         np.testing.assert_allclose(post.mean, m, rtol=1e-7, atol=1e-9 * np.max(np.abs(m)))
         grad_nu = jax.grad(lambda v: lower_bound(jnp.asarray(K), jnp.asarray(y), v))(jnp.asarray(nu))
         assert np.max(np.abs(grad_nu)) < 1e-8
+
+
+def test_a_zero_warm_start_is_no_warm_start():
+    """gpc.fit starts the inner solver from an all-zero warm start, which must mean the method's own start; for
+    the JJ lower bound (whose own start is nu^2 = diag K, and nu = 0 carries no information) the solve is the same."""
+    X, y, variance, lengthscale = random_problem(3, 7)
+    kernel = gpc.kernels.SquaredExponential(as_float64(variance), as_float64(lengthscale))
+    cold = gpc.infer(LOWER, kernel, LOGISTIC, X, y)
+    zero = gpc.infer(LOWER, kernel, LOGISTIC, X, y, init=np.zeros(3))
+    assert int(zero.info.num_steps) == int(cold.info.num_steps)
+    np.testing.assert_allclose(np.asarray(zero.warm_start), np.asarray(cold.warm_start), rtol=1e-14)
+    np.testing.assert_allclose(float(zero.log_marginal), float(cold.log_marginal), rtol=1e-14)
 
 
 def test_upper_bound_optimum_is_stationary(ionosphere_small):
