@@ -59,7 +59,8 @@ class BoxLBFGS:
     """L-BFGS in the box [lo, hi] of every free coordinate; see the module docstring.
 
     The protocol of ``gpclass.fit``'s loop: ``initial`` is a search whose trial
-    is the starting point; ``begin`` starts a search from an accepted point;
+    is the starting point; ``begin`` starts a search from an accepted point
+    (given its active set);
     ``trial(z, search)`` is the point to evaluate next; ``observe`` takes that
     evaluation and returns the new search, whether the step is ``done``,
     whether it ``found`` a point of sufficient decrease, and that point's
@@ -80,10 +81,11 @@ class BoxLBFGS:
         search = self._search(jax.tree.map(jnp.zeros_like, z), value, jnp.zeros_like(value), grad, aux)
         return search._replace(t=jnp.zeros_like(value))
 
-    def begin(self, z, value, grad, memory, aux, value_fn=None):
-        """A search along the L-BFGS direction for the projected gradient (steepest descent if it does not descend)."""
+    def begin(self, z, value, grad, active, memory, aux, value_fn=None):
+        """A search along the L-BFGS direction for the projected gradient (steepest descent if it does not descend);
+        ``active``: the coordinates held at a bound (``_box.active_set``)."""
         del value_fn
-        pgrad = box.projected(grad, box.active_set(z, grad, self.lo, self.hi))
+        pgrad = box.projected(grad, active)
         d, new_memory = self._lbfgs.update(pgrad, _skip_negative_curvature(memory, z, pgrad), z)
         d = box.truncate(optax.tree.scale(-1.0, d), z, grad, self.lo, self.hi)
         steepest = optax.tree.scale(-jnp.minimum(1.0, 1.0 / optax.tree.norm(pgrad)), pgrad)

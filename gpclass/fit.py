@@ -250,9 +250,9 @@ def fit(
 
         return value
 
-    def status(z, grad, value):
+    def status(z, grad, value, active):
         """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING, or FAILED where the value is not finite)."""
-        pg_norm = box.max_abs(box.projected(grad, box.active_set(z, grad, lo, hi)))
+        pg_norm = box.max_abs(box.projected(grad, active))
         on_bound = box.any_leaf(box.at_bound(z, lo, hi))
         code = jnp.where(pg_norm <= gtol, jnp.where(on_bound, FitStatus.AT_BOUND, FitStatus.CONVERGED), _RUNNING)
         return pg_norm, jnp.where(jnp.isfinite(value), code, FitStatus.FAILED).astype(jnp.int32)
@@ -277,14 +277,15 @@ def fit(
         candidate = optax.tree.where(first, (trial, value, grad, posterior), candidate)
         _, new_value, _, _ = candidate
         change = s.value - new_value  # NaN or -inf at an infeasible point
-        moved = found & (jnp.abs(change) > ftol * (1.0 + jnp.abs(s.value)))
-        progress = (found & (change > ftol * (1.0 + jnp.abs(s.value)))) if strategy.monotone else moved
+        # L-BFGS must raise the objective; fixed-step optimisers such as Adam need only change it.
+        progress = found & ((change if strategy.monotone else jnp.abs(change)) > ftol * (1.0 + jnp.abs(s.value)))
         accept = first | (progress if strategy.monotone else found)
         step_done = done & ~first
         z, value, grad, posterior = optax.tree.where(done & accept, candidate, (s.z, s.value, s.grad, s.posterior))
         # Without progress, restart the optimiser from the last point; twice in a row: stalled.
         memory = optax.tree.where(step_done & ~progress, strategy.memory_init(z), s.memory)
-        grad_norm, code = status(z, grad, value)
+        active = box.active_set(z, grad, lo, hi)
+        grad_norm, code = status(z, grad, value, active)
         limit = jnp.where(first, 0, s.steps + 1)
         code = jnp.where(step_done & (code == _RUNNING) & ~progress & s.restarted, FitStatus.STALLED, code)
         code = jnp.where((code == _RUNNING) & (limit >= max_steps), FitStatus.MAX_STEPS, code)
@@ -292,7 +293,9 @@ def fit(
         history = jnp.where(step_done, s.history.at[s.steps].set(-value), s.history)
         if verbose:
             lax.cond(step_done, _print_step, lambda *a: None, s.steps + 1, -value, grad_norm, progress)
-        new_search, new_memory = strategy.begin(z, value, grad, memory, posterior, line_objective(posterior.warm_start))
+        new_search, new_memory = strategy.begin(
+            z, value, grad, active, memory, posterior, line_objective(posterior.warm_start)
+        )
         search, memory = optax.tree.where(done, (new_search, new_memory), (search, memory))
         return _Loop(
             z=z, value=value, grad=grad, posterior=posterior, search=search, memory=memory,
@@ -301,7 +304,7 @@ def fit(
         )
 
     s = lax.while_loop(lambda s: s.code == _RUNNING, iteration, state)
-    grad_norm, _ = status(s.z, s.grad, s.value)
+    grad_norm, _ = status(s.z, s.grad, s.value, box.active_set(s.z, s.grad, lo, hi))
     kernel, likelihood = build(s.z)
     result = FitResult(
         kernel=kernel,
@@ -348,9 +351,8 @@ class _OptaxSteps:
     def initial(self, z, value, grad, aux):
         return z
 
-    def begin(self, z, value, grad, memory, aux, value_fn):
+    def begin(self, z, value, grad, active, memory, aux, value_fn):
         """The next trial point; an optimiser with a line search sees the objective along the projected path."""
-        active = box.active_set(z, grad, self.lo, self.hi)
         pgrad = box.projected(grad, active)
         updates, memory = self.optimizer.update(
             pgrad, memory, z, value=value, grad=pgrad,
