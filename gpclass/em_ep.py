@@ -26,7 +26,7 @@ import optax.tree_utils as otu
 from jax import lax
 
 from ._types import Array, Bool, Float, Int
-from ._validation import check_binary_labels, check_inputs
+from ._validation import Checks, check_binary_labels, check_inputs
 from .bound import expected_log_prior, posterior_covariance, variational_bound
 from .fit import parameter_transforms
 from .inference import EP, GaussianPosterior
@@ -95,8 +95,9 @@ def fit_em_ep(
             (max |dF / d log theta|) of each M-step; ``None``: 1e-6 / 1e-2.
         verbose: print log q_EP, epsilon and the EP sweeps after every EM step.
     """
-    X = check_inputs(X)
-    y = check_binary_labels(y, X.shape[0], X.dtype)
+    checks = Checks()
+    X = check_inputs(X, checks=checks)
+    X, y = checks.attach((X, check_binary_labels(y, X.shape[0], X.dtype, checks)))
     f64 = X.dtype == jnp.float64
     tol = (1e-7 if f64 else 1e-4) if tol is None else tol
     m_step_gtol = (1e-6 if f64 else 1e-2) if m_step_gtol is None else m_step_gtol

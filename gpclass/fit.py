@@ -54,7 +54,7 @@ from jax import lax
 from . import _box as box
 from ._box_lbfgs import BoxLBFGS
 from ._types import Array, Float, Int
-from ._validation import check_inputs, check_two_classes
+from ._validation import Checks, check_inputs, check_two_classes
 from .inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from .inference._infer import check_labels, solve_posterior
 from .kernels import AbstractKernel
@@ -197,9 +197,9 @@ def fit(
     objects to reuse a compilation.
     """
     method.check_ml2()
-    X = check_inputs(X)
-    y = check_labels(likelihood, y, X)
-    y = check_two_classes(y)
+    checks = Checks()
+    X = check_inputs(X, checks=checks)
+    y = check_two_classes(check_labels(likelihood, y, X, checks), checks)
     dtype = X.dtype
     if gtol is None:
         gtol = 1e-5 if dtype == jnp.float64 else 1e-2
@@ -211,8 +211,12 @@ def fit(
         raise ValueError("fit: the kernel and likelihood have no floating-point parameters to fit.")
     to_free, from_free = parameter_transforms(params, (kernel, likelihood))
     # The free coordinates as one vector: the optimiser's arithmetic is then a few vector operations.
-    z0, unravel = jax.flatten_util.ravel_pytree(to_free(params))
-    z0 = _check_in_box(z0, lo, hi, bounds)
+    z0, unravel = jax.flatten_util.ravel_pytree(to_free(params, checks))
+    checks.fail_if(
+        box.outside(z0, lo, hi),
+        f"fit: a starting hyperparameter lies outside bounds={bounds}; start inside or widen the bounds.",
+    )
+    X, y, z0 = checks.attach((X, y, box.snap(z0, lo, hi)))
     # Line searches probe extreme hyperparameters where the inner solver may fail;
     # there the objective is -inf (an infeasible point the line search backs off
     # from) instead of an exception.  The returned posterior reports convergence.
@@ -386,15 +390,6 @@ def _log_bounds(bounds):
     return math.log(lower), math.log(upper)
 
 
-def _check_in_box(z, lo, hi, bounds):
-    """The starting free coordinates, an error if outside [lo, hi] (beyond rounding), snapped onto the box."""
-    z = eqx.error_if(
-        z, box.outside(z, lo, hi),
-        f"fit: a starting hyperparameter lies outside bounds={bounds}; start inside or widen the bounds.",
-    )
-    return box.snap(z, lo, hi)
-
-
 def _raise_unless_converged(result, code):
     """``result`` (every leaf, so no use of it escapes the check) or the FitStatus message as an error."""
     messages = [FitStatus(c).message for c in range(len(FitStatus))]
@@ -407,7 +402,8 @@ def parameter_transforms(params, tree):
     A parameter in (0, inf) maps to log theta; one with a declared upper
     bound u (``upper_bounds = {"field": u}`` on its module, e.g.
     ``LabelNoise.epsilon < 1/2``) maps to logit(theta / u).  ``params`` is the
-    array part of ``tree``; out-of-range values raise (inside jit too).
+    array part of ``tree``; out-of-range values raise (inside jit too): ``to_free``
+    adds that check to ``checks`` if given, else attaches it to its result.
     """
     bounded = {}
     for node in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, eqx.Module) and hasattr(x, "upper_bounds")):
@@ -416,18 +412,16 @@ def parameter_transforms(params, tree):
     leaves, treedef = jax.tree.flatten(params)
     bounds = [bounded.get(id(leaf), None) for leaf in leaves]
 
-    def check(p, u):
-        upper = jnp.inf if u is None else u
-        return eqx.error_if(
-            p, jnp.any((p <= 0) | (p >= upper)), f"fit: every hyperparameter must lie in (0, {upper}) (log/logit space)."
-        )
-
-    def to_free(params):
+    def to_free(params, checks=None):
+        own = checks is None
+        checks = Checks() if own else checks
         out = []
         for p, u in zip(jax.tree.leaves(params), bounds):
-            p = check(p, u)
+            upper = jnp.inf if u is None else u
+            checks.fail_if((p <= 0) | (p >= upper), f"fit: every hyperparameter must lie in (0, {upper}) (log/logit space).")
             out.append(jnp.log(p) if u is None else jnp.log(p / u) - jnp.log1p(-p / u))
-        return jax.tree.unflatten(treedef, out)
+        free = jax.tree.unflatten(treedef, out)
+        return checks.attach(free) if own else free
 
     def from_free(free):
         return jax.tree.unflatten(

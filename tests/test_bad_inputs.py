@@ -18,6 +18,7 @@ from scipy.special import expit, log_expit, logsumexp, softmax
 from scipy.stats import norm
 
 import gpclass as gpc
+from gpclass._validation import Checks
 
 LOGISTIC = gpc.likelihoods.Logistic()
 PROBIT = gpc.likelihoods.Probit()
@@ -426,3 +427,25 @@ def test_non_positive_definite_kernel_matrix_reaching_a_sampler_is_an_error(samp
     assert np.linalg.eigvalsh(gram(SE + OffDiagonal(-2.0)))[0] < -1
     with pytest.raises(Exception, match="K is not positive definite"):
         jax.block_until_ready(samplers(SE, X, Y, KEY, *rho))
+
+
+@jax.jit
+def gathered_checks(a, b):
+    """Two failure conditions gathered and attached to a and b together (one compilation)."""
+    checks = Checks()
+    checks.fail_if(a < 0, "first: a is negative")
+    checks.fail_if(b < 0, "second: b is negative")
+    return checks.attach((a, b))
+
+
+def test_gathered_checks_raise_the_first_failure_and_pass_good_values_through():
+    np.testing.assert_array_equal(gathered_checks(np.ones(2), np.ones(3))[1], np.ones(3))
+    for a, b, message in [(-1.0, -1.0, "first"), (1.0, -1.0, "second"), (-1.0, 1.0, "first")]:
+        with pytest.raises(Exception, match=message):
+            jax.block_until_ready(gathered_checks(np.array([1.0, a]), np.array([b, 1.0, 1.0])))
+    batched = jax.jit(jax.vmap(gathered_checks))
+    np.testing.assert_array_equal(batched(np.ones((4, 2)), np.ones((4, 3)))[0], np.ones((4, 2)))
+    a = np.ones((4, 2))
+    a[2, 1] = -1.0  # one element of the batch fails
+    with pytest.raises(Exception, match="first"):
+        jax.block_until_ready(batched(a, np.ones((4, 3))))

@@ -2,7 +2,7 @@
 
 import equinox as eqx
 
-from .._validation import check_binary_labels, check_class_labels, check_covariance, check_inputs
+from .._validation import Checks, check_binary_labels, check_class_labels, check_covariance, check_inputs
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood, Softmax
 from ._base import AbstractInference
@@ -48,31 +48,33 @@ def infer(
     static), so an eager call compiles once per shape and configuration;
     inside a user's ``jax.jit`` it is simply inlined.
     """
-    X = check_inputs(X)
-    y = check_labels(likelihood, y, X)
-    kernel = kernel.check_parameters()
-    return solve_posterior(method, kernel, likelihood, X, y, init, key, check_kernel=True)
+    checks = Checks()
+    X = check_inputs(X, checks=checks)
+    y = check_labels(likelihood, y, X, checks)
+    kernel.parameter_checks(checks)
+    return solve_posterior(method, kernel, likelihood, X, y, init, key, checks=checks)
 
 
-def check_labels(likelihood, y, X):
+def check_labels(likelihood, y, X, checks=None):
     """Binary labels as floats in {-1, +1}; softmax labels as the 0/1 indicator matrix (n, C)."""
     if isinstance(likelihood, Softmax):
-        return check_class_labels(y, X.shape[0], likelihood.num_classes, X.dtype)
-    return check_binary_labels(y, X.shape[0], X.dtype)
+        return check_class_labels(y, X.shape[0], likelihood.num_classes, X.dtype, checks)
+    return check_binary_labels(y, X.shape[0], X.dtype, checks)
 
 
 def solve_posterior(
-    method, kernel, likelihood, X, y, init, key=None, check_kernel=False
+    method, kernel, likelihood, X, y, init, key=None, checks=None
 ) -> GaussianPosterior | SoftmaxPosterior:
     """:func:`infer` for inputs already checked by :func:`check_inputs` and :func:`check_labels`.
 
-    ``check_kernel`` raises if K is not finite or has a negative diagonal; off
-    by default because ``gpc.fit`` probes extreme hyperparameters and counts
-    a failure there as an infeasible point, not an error.
+    With ``checks``, adds the checks of K (finite, non-negative diagonal) and
+    attaches them all to K, which every method's result is computed from.
+    ``gpc.fit`` passes none: it probes extreme hyperparameters and counts a
+    failure there as an infeasible point, not an error.
     """
     K = kernel.gram(X)
-    if check_kernel:
-        K = check_covariance(K)
+    if checks is not None:
+        K = checks.attach(check_covariance(K, checks))
     if isinstance(likelihood, Softmax):
         fields = method.solve_multiclass(K, likelihood, y, init, key)
         return SoftmaxPosterior(kernel=kernel, likelihood=likelihood, X=X, **fields)

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 
 from .._types import Array, Float
+from .._validation import Checks
 
 
 class AbstractKernel(eqx.Module):
@@ -32,15 +33,20 @@ class AbstractKernel(eqx.Module):
         """The prior variances k(x_i, x_i) (including any white-noise term)."""
         return jax.vmap(lambda x: self.evaluate(x, x))(X)
 
-    def check_parameters(self) -> "AbstractKernel":
-        """This kernel with run-time checks of its hyperparameter values attached (``eqx.error_if``).
+    def parameter_checks(self, checks: Checks) -> None:
+        """Add the run-time checks of this kernel's hyperparameter values to ``checks``.
 
-        ``gpc.infer`` calls it, so a negative variance or a NaN hyperparameter
+        ``gpc.infer`` runs them, so a negative variance or a NaN hyperparameter
         raises (inside jit too) instead of reaching a solver.  The default
         checks nothing: a kernel without checks of its own relies on the checks
         of its Gram matrix (finite, non-negative diagonal).
         """
-        return self
+
+    def check_parameters(self) -> "AbstractKernel":
+        """This kernel with the checks of :meth:`parameter_checks` attached (``eqx.branched_error_if``)."""
+        checks = Checks()
+        self.parameter_checks(checks)
+        return checks.attach(self)
 
     def __add__(self, other: "AbstractKernel") -> "Sum":
         return Sum(self, other)
@@ -64,8 +70,9 @@ class Sum(AbstractKernel):
     def diag(self, X):
         return self.k1.diag(X) + self.k2.diag(X)
 
-    def check_parameters(self):
-        return Sum(self.k1.check_parameters(), self.k2.check_parameters())
+    def parameter_checks(self, checks):
+        self.k1.parameter_checks(checks)
+        self.k2.parameter_checks(checks)
 
 
 class Product(AbstractKernel):
@@ -83,8 +90,9 @@ class Product(AbstractKernel):
     def diag(self, X):
         return self.k1.diag(X) * self.k2.diag(X)
 
-    def check_parameters(self):
-        return Product(self.k1.check_parameters(), self.k2.check_parameters())
+    def parameter_checks(self, checks):
+        self.k1.parameter_checks(checks)
+        self.k2.parameter_checks(checks)
 
 
 class OnDims(AbstractKernel):
@@ -110,8 +118,8 @@ class OnDims(AbstractKernel):
     def diag(self, X):
         return self.base.diag(X[:, self._index(X.shape[-1])])
 
-    def check_parameters(self):
-        return OnDims(self.base.check_parameters(), self.dims)
+    def parameter_checks(self, checks):
+        self.base.parameter_checks(checks)
 
     def _index(self, num_dims: int) -> Array:
         """The columns as an index array; out-of-range columns are an error (jnp indexing would clamp them)."""
@@ -145,16 +153,18 @@ def check_lengthscale_shape(kernel: AbstractKernel, num_dims: int) -> None:
         )
 
 
-def checked_variance(kernel: AbstractKernel) -> AbstractKernel:
-    """``kernel`` with its ``variance`` checked at run time: finite and >= 0 (zero is the degenerate prior f = 0)."""
+def check_variance(kernel: AbstractKernel, checks: Checks) -> None:
+    """``kernel.variance`` finite and >= 0 (zero is the degenerate prior f = 0), a run-time check."""
     value = kernel.variance
-    message = f"{type(kernel).__name__}: variance must be finite and >= 0 (got a negative, infinite or NaN value)."
-    checked = eqx.error_if(value, ~jnp.all(jnp.isfinite(value) & (value >= 0)), message)
-    return eqx.tree_at(lambda k: k.variance, kernel, checked)
+    checks.fail_if(
+        ~(jnp.isfinite(value) & (value >= 0)),
+        f"{type(kernel).__name__}: variance must be finite and >= 0 (got a negative, infinite or NaN value).",
+    )
 
 
-def checked_lengthscale(kernel: AbstractKernel) -> AbstractKernel:
-    """``kernel`` with its ``lengthscale`` checked at run time: > 0, not NaN (+inf is allowed: a constant direction)."""
-    value = kernel.lengthscale
-    message = f"{type(kernel).__name__}: lengthscale must be > 0 (got a zero, negative or NaN value)."
-    return eqx.tree_at(lambda k: k.lengthscale, kernel, eqx.error_if(value, ~jnp.all(value > 0), message))
+def check_lengthscale(kernel: AbstractKernel, checks: Checks) -> None:
+    """``kernel.lengthscale`` > 0 and not NaN (+inf is allowed: a constant direction), a run-time check."""
+    checks.fail_if(
+        ~(kernel.lengthscale > 0),
+        f"{type(kernel).__name__}: lengthscale must be > 0 (got a zero, negative or NaN value).",
+    )

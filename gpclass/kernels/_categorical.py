@@ -4,7 +4,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._types import Array, Float
-from ._base import AbstractKernel, check_lengthscale_shape, checked_lengthscale, positive
+from ._base import AbstractKernel, check_lengthscale, check_lengthscale_shape, positive
 
 
 class CategoricalOverlap(AbstractKernel):
@@ -38,5 +38,5 @@ class CategoricalOverlap(AbstractKernel):
         check_lengthscale_shape(self, X.shape[-1])
         return jnp.ones(X.shape[:1], X.dtype)
 
-    def check_parameters(self):
-        return checked_lengthscale(self)
+    def parameter_checks(self, checks):
+        check_lengthscale(self, checks)

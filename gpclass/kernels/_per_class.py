@@ -48,5 +48,7 @@ class PerClass(AbstractKernel):
     def diag(self, X):
         return eqx.filter_vmap(lambda k: k.diag(X))(self.kernels)
 
-    def check_parameters(self):
-        return PerClass(eqx.filter_vmap(lambda k: k.check_parameters())(self.kernels))
+    def parameter_checks(self, checks):
+        # The stacked kernel is one of its class's kernels with a class axis on every parameter; its checks
+        # reduce over every entry, so they check all classes at once.
+        self.kernels.parameter_checks(checks)

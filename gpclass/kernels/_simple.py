@@ -4,7 +4,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._types import Array, Float
-from ._base import AbstractKernel, check_scalar, checked_variance, positive
+from ._base import AbstractKernel, check_scalar, check_variance, positive
 
 
 class Linear(AbstractKernel):
@@ -21,8 +21,8 @@ class Linear(AbstractKernel):
         X2 = X1 if X2 is None else X2
         return self.variance * (X1 @ X2.T)
 
-    def check_parameters(self):
-        return checked_variance(self)
+    def parameter_checks(self, checks):
+        check_variance(self, checks)
 
 
 class Constant(AbstractKernel):
@@ -39,8 +39,8 @@ class Constant(AbstractKernel):
         X2 = X1 if X2 is None else X2
         return jnp.full((X1.shape[0], X2.shape[0]), self.variance, dtype=X1.dtype)
 
-    def check_parameters(self):
-        return checked_variance(self)
+    def parameter_checks(self, checks):
+        check_variance(self, checks)
 
 
 class White(AbstractKernel):
@@ -70,5 +70,5 @@ class White(AbstractKernel):
         check_scalar(self, "variance")
         return jnp.broadcast_to(self.variance, X.shape[:1]).astype(X.dtype)
 
-    def check_parameters(self):
-        return checked_variance(self)
+    def parameter_checks(self, checks):
+        check_variance(self, checks)

@@ -6,10 +6,10 @@ import jax.numpy as jnp
 from .._types import Array, Float
 from ._base import (
     AbstractKernel,
+    check_lengthscale,
     check_lengthscale_shape,
     check_scalar,
-    checked_lengthscale,
-    checked_variance,
+    check_variance,
     positive,
 )
 
@@ -46,8 +46,9 @@ class SquaredExponential(AbstractKernel):
         self._check_shapes(X.shape[-1])
         return jnp.broadcast_to(self.variance, X.shape[:1]).astype(X.dtype)
 
-    def check_parameters(self):
-        return checked_lengthscale(checked_variance(self))
+    def parameter_checks(self, checks):
+        check_variance(self, checks)
+        check_lengthscale(self, checks)
 
     def _check_shapes(self, num_dims: int) -> None:
         check_scalar(self, "variance")
