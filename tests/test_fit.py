@@ -133,6 +133,7 @@ def test_ard_with_irrelevant_inputs_stops_converged_no_worse_than_scikit_learn(d
     assert far.any() and np.all(np.asarray(result.kernel.lengthscale)[far] > 1e3)
 
 
+@pytest.mark.timeout(240)  # the vmapped fit that hung in a plain process (tests/test_no_deadlock.py)
 def test_vmap_over_64_data_sets_equals_fitting_one_by_one():
     data = [toy_data(n=30, seed=s) for s in range(64)]
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])

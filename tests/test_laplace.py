@@ -10,7 +10,8 @@ from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import gpclass as gpc
-from conftest import central_difference, log_marginal_functions, se_kernel, standardised_subset, toy_data
+from gpclass._validation import check_binary_labels
+from conftest import as_float64, central_difference, log_marginal_functions, se_kernel, standardised_subset
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 LIKELIHOODS = pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
@@ -19,8 +20,13 @@ laplace_log_marginal, log_marginal, log_marginal_and_grad, _value_and_grad = log
 
 
 @jax.jit
-def posterior(log_variance, log_lengthscale, lik, X, y):
+def _posterior(log_variance, log_lengthscale, lik, X, y):
     return gpc.infer(gpc.Laplace(), se_kernel(log_variance, log_lengthscale), lik, X, y)
+
+
+def posterior(log_variance, log_lengthscale, lik, X, y):
+    """The Laplace posterior, one compilation per likelihood and data shape (float64 hyperparameters)."""
+    return _posterior(as_float64(log_variance), as_float64(log_lengthscale), lik, X, y)
 
 
 # --- dense references written from the definitions, in numpy -------------------------------------
@@ -131,13 +137,14 @@ def unrolled_log_marginal(log_variance, log_lengthscale, lik, X, y, steps=40):
     return jnp.sum(lp) - 0.5 * f @ jnp.linalg.solve(K, f) - 0.5 * jnp.linalg.slogdet(jnp.eye(n) + K * W[None, :])[1]
 
 
-@LIKELIHOODS
-def test_implicit_gradient_matches_unrolled_autodiff(lik, ionosphere_small):
+def test_implicit_gradient_matches_unrolled_autodiff(ionosphere_small):
+    """Logistic (the implicit adjoint is the same code for every likelihood; probit's gradient, with its third
+    derivatives, is checked against finite differences on hard inputs in tests/test_gradients_hard.py)."""
     X, y = ionosphere_small
     y = jnp.asarray(y)
     args = (np.log(3.0), np.log(4.0))
-    unrolled = jax.jit(jax.value_and_grad(unrolled_log_marginal, argnums=(0, 1)))(*args, lik, X, y)
-    implicit = log_marginal_and_grad(*args, lik, X, y)
+    unrolled = jax.jit(jax.value_and_grad(unrolled_log_marginal, argnums=(0, 1)))(*args, LOGISTIC, X, y)
+    implicit = log_marginal_and_grad(*args, LOGISTIC, X, y)
     np.testing.assert_allclose(implicit[0], unrolled[0], rtol=1e-10)
     np.testing.assert_allclose(implicit[1], unrolled[1], rtol=1e-8)
 
@@ -187,13 +194,13 @@ def test_predictions_match_dense_formulas(lik, ionosphere_small):
 
 
 def test_vmap_matches_loop():
-    # Pima subsets of the finite-difference tests' shape: the single evaluations reuse their compilation.
+    # Pima subsets of the scikit-learn test's shape: the single evaluations reuse its compilation.
     data = [standardised_subset("pima", s) for s in range(2, 6)]
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
     log_vs, log_ls = np.array([0.0, 1.0, 2.0, 6.0]), np.array([0.0, 0.5, -0.3, 1.0])
-    batched = jax.jit(jax.vmap(log_marginal_and_grad, in_axes=(0, 0, None, 0, 0)))(log_vs, log_ls, PROBIT, Xs, ys)
+    batched = jax.jit(jax.vmap(log_marginal_and_grad, in_axes=(0, 0, None, 0, 0)))(log_vs, log_ls, LOGISTIC, Xs, ys)
     for i in range(4):
-        single = log_marginal_and_grad(log_vs[i], log_ls[i], PROBIT, Xs[i], ys[i])
+        single = log_marginal_and_grad(log_vs[i], log_ls[i], LOGISTIC, Xs[i], ys[i])
         np.testing.assert_allclose(batched[0][i], single[0], rtol=1e-12)
         np.testing.assert_allclose([g[i] for g in batched[1]], single[1], rtol=1e-9)
 
@@ -210,11 +217,10 @@ def test_second_call_does_not_recompile(pima_small):
 
 def test_warm_start_gives_the_same_mode_in_fewer_steps(ionosphere_small):
     X, y = ionosphere_small
-    kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
-    cold = gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y)
+    cold = posterior(np.log(20.0), np.log(4.0), LOGISTIC, X, y)  # the other tests' compiled program
     nearby = gpc.kernels.SquaredExponential(variance=21.0, lengthscale=4.1)
     warm = gpc.infer(gpc.Laplace(), nearby, LOGISTIC, X, y, init=cold.warm_start)
-    reference = gpc.infer(gpc.Laplace(), nearby, LOGISTIC, X, y)
+    reference = posterior(np.log(21.0), np.log(4.1), LOGISTIC, X, y)
     np.testing.assert_allclose(warm.mean, reference.mean, rtol=1e-9, atol=1e-9)
     assert int(warm.info.num_steps) < int(reference.info.num_steps)
 
@@ -228,36 +234,19 @@ def test_non_convergence_is_reported_or_raised(ionosphere_small):
         gpc.infer(gpc.Laplace(max_steps=2), kernel, LOGISTIC, X, y)
 
 
-def test_single_case_and_label_codings():
+def test_single_case_and_label_codings(ionosphere_small):
     X = np.array([[0.3]])
     post = gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(variance=2.0), PROBIT, X, np.array([1.0]))
     K = np.array([[2.0]])
     np.testing.assert_allclose(post.log_marginal, dense_log_marginal(K, PROBIT, np.ones(1), np.asarray(post.mean)), rtol=1e-6, atol=1e-12)
-    X, y = toy_data(seed=3)
-    kernel = gpc.kernels.SquaredExponential()
-    reference = gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y).log_marginal
-    for coded in [(y > 0).astype(int), y > 0, (y > 0).astype(float), y.astype(int)]:
-        np.testing.assert_allclose(gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, coded).log_marginal, reference, rtol=1e-14)
-
-
-def test_float32_runs_without_nan(ionosphere_small):
+    # Every coding becomes the same {-1, +1} floats at the boundary (check_binary_labels, which gpc.infer calls
+    # first); one coding of float64 dtype end to end reuses the compiled posterior (another dtype would compile
+    # the whole program again for the same computation).
     X, y = ionosphere_small
-    X32, y32 = jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
-    kernel = gpc.kernels.SquaredExponential(variance=jnp.float32(4.0), lengthscale=jnp.float32(4.0))
-
-    @eqx.filter_jit
-    def evaluate(kernel, lik):  # one compilation per likelihood for the value, gradient and predictions
-        post = gpc.infer(gpc.Laplace(), kernel, lik, X32, y32)
-        grad = eqx.filter_grad(lambda k: gpc.infer(gpc.Laplace(), k, lik, X32, y32).log_marginal)(kernel)
-        return post, grad, gpc.predict(post, X32)
-
-    for lik in (LOGISTIC, PROBIT):
-        post, grad, p = evaluate(kernel, lik)
-        assert post.log_marginal.dtype == jnp.float32 and p.dtype == jnp.float32
-        leaves = [post.log_marginal, p, *jax.tree.leaves(grad)]
-        assert all(bool(jnp.all(jnp.isfinite(v))) for v in leaves)
-        reference = log_marginal(np.log(4.0), np.log(4.0), lik, X, y)
-        np.testing.assert_allclose(float(post.log_marginal), float(reference), rtol=5e-4)
+    for coded in [(y > 0).astype(int), y > 0, (y > 0).astype(float), y.astype(int), y.astype(np.float32)]:
+        np.testing.assert_array_equal(check_binary_labels(coded, len(y), np.float64), y)
+    reference = posterior(0.0, 0.0, LOGISTIC, X, y).log_marginal
+    np.testing.assert_allclose(posterior(0.0, 0.0, LOGISTIC, X, (y > 0).astype(float)).log_marginal, reference, rtol=1e-14)
 
 
 # --- bad input ------------------------------------------------------------------------------------
@@ -276,12 +265,17 @@ def test_float32_runs_without_nan(ionosphere_small):
     ids=["label-2", "mixed-coding", "nan", "mismatch", "empty", "1-d"],
 )
 def test_bad_input_is_a_clear_error(X, y, message):
-    kernel = gpc.kernels.SquaredExponential()
     with pytest.raises(Exception, match=message):
-        gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y)
-    if message in ("labels must be in", "mix the codings", "NaN"):  # value checks also raise under jit
+        gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(), LOGISTIC, X, y)
+    if message in ("labels must be in", "mix the codings", "NaN"):  # value checks also raise inside a user's jit
         with pytest.raises(Exception, match=message):
-            jax.jit(lambda X, y: gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y).log_marginal)(X, y)
+            log_marginal_in_user_jit(X, y)
+
+
+@jax.jit
+def log_marginal_in_user_jit(X, y):
+    """gpc.infer inlined in a user's jitted function (one compilation for the value-check cases, all 3 x 2)."""
+    return gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(), LOGISTIC, X, y).log_marginal
 
 
 def test_prediction_input_checks(ionosphere_small):

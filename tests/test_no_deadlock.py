@@ -1,10 +1,14 @@
 """No hang in a plain process: batched dense linear algebra never reaches jaxlib's batched LAPACK kernels on CPU.
 
 jaxlib 0.10.2 deadlocked (every XLA worker waiting in ``ParallelBatchMap``) in batched Cholesky
-factorisations and triangular solves.  These runs hung forever before gpclass routed every
-factorisation through ``gpclass._dense``: a softmax fit with 60 cases and 6 classes, and a vmapped
-fit of 64 data sets of 40 cases.  The test process sets no XLA flag, as a user's does not, and
-pytest-timeout turns a hang into a failure with every thread's stack.
+factorisations and triangular solves: a softmax fit with 60 cases and 6 classes, and a vmapped fit of 64
+data sets of 40 cases, hung forever before gpclass routed every factorisation through ``gpclass._dense``.
+This file checks the routing: the batched factorisations against the plain calls, and every method's
+program, lowered as it runs (softmax, vmapped fit, vmapped gradients), free of batched LAPACK calls.  The
+runs themselves are guarded by pytest-timeout, which turns a hang into a failure with every thread's stack:
+tests/test_softmax.py::test_fit_reaches_a_stationary_point (a multi-class fit) and
+tests/test_fit.py::test_vmap_over_64_data_sets_equals_fitting_one_by_one.  The test process sets no XLA
+flag, as a user's does not.
 """
 
 import re
@@ -12,7 +16,6 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import gpclass as gpc
 from gpclass import _dense
@@ -30,13 +33,13 @@ def batched_lapack_calls(lowered):
     return found
 
 
-def satellite_six_classes(n=60):
+def satellite_six_classes(n):
     X, y = gpc.datasets.load("satellite")
     idx = np.random.default_rng(0).permutation(len(y))[:n]
     return gpc.datasets.standardize(X[idx][:, :9]), y[idx]
 
 
-def sixty_four_data_sets(n=40):
+def sixty_four_data_sets(n):
     rng = np.random.default_rng(0)
     Xs = rng.normal(size=(64, n, 2))
     ys = np.where(Xs[..., 0] + 0.3 * rng.normal(size=(64, n)) > 0, 1.0, -1.0)
@@ -84,17 +87,3 @@ def test_no_method_lowers_to_a_batched_lapack_call():
     ]:
         batched = jax.jit(jax.vmap(jax.grad(lambda k, X, y: gpc.infer(method, k, lik, X, y).log_marginal), (None, 0, 0)))
         assert batched_lapack_calls(batched.lower(KERNEL, Xs[:4], ys[:4])) == [], method
-
-
-@pytest.mark.timeout(240)
-def test_softmax_fit_finishes():
-    X, y = satellite_six_classes()
-    result = gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 3.0), gpc.likelihoods.Softmax(6), X, y)
-    assert np.isfinite(float(result.objective))
-    assert bool(result.posterior.info.converged)
-
-
-@pytest.mark.timeout(240)
-def test_vmapped_fit_of_64_data_sets_finishes():
-    fits = jax.jit(vmapped_fit)(*sixty_four_data_sets())
-    assert np.all(np.isfinite(np.asarray(fits.objective)))

@@ -88,15 +88,22 @@ def test_samplers_and_ais_on_a_gaussian_likelihood(sampler):
     assert abs(float(annealed.log_marginal) - evidence) < 4 * se + 0.01
 
 
-@pytest.mark.parametrize("n", [1, 3])  # each n is a separate compilation of MCMC and AIS
-def test_probit_moments_and_log_z_match_quadrature(n):
-    post, annealed = sample_and_anneal("elliptical_slice", PROBIT, X3[:n], Y3[:n], jax.random.key(n))
-    K = np.asarray(KERNEL.gram(X3[:n]))
-    mean, cov = quadrature_moments(K, Y3[:n])
+# Three independent one-case problems (inputs 50 length scales apart: the kernel underflows to exactly 0) and three
+# coupled cases, both of shape (3, 1): one compiled program of MCMC and AIS serves both (and the prediction test).
+PROBIT_INPUTS = {"one-case": np.array([[0.0], [40.0], [80.0]]), "three-coupled": X3}
+
+
+@pytest.mark.parametrize("problem", list(PROBIT_INPUTS))
+def test_probit_moments_and_log_z_match_quadrature(problem):
+    X = PROBIT_INPUTS[problem]
+    post, annealed = sample_and_anneal("elliptical_slice", PROBIT, X, Y3, jax.random.key(len(problem)))
+    K = np.asarray(KERNEL.gram(X))
+    assert problem != "one-case" or np.count_nonzero(K - np.diag(np.diag(K))) == 0
+    mean, cov = quadrature_moments(K, Y3)
     samples = np.asarray(post.samples)
     np.testing.assert_allclose(samples.mean(0), mean, atol=0.06)
     np.testing.assert_allclose(np.var(samples, axis=0), np.diag(cov), rtol=0.08)
-    truth = brute_force_log_z(K, PROBIT, Y3[:n])
+    truth = brute_force_log_z(K, PROBIT, Y3)
     se = float(annealed.log_marginal_se)
     assert 0 < se < 0.05
     assert abs(float(annealed.log_marginal) - truth) < 4 * se + 0.01
