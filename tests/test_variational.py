@@ -313,7 +313,9 @@ def test_bad_configurations_are_clear_errors(ionosphere_small):
         gpc.JaakkolaJordan(bound="middle")
     with pytest.raises(ValueError, match="no finite maximum"):
         gpc.fit(UPPER, kernel, LOGISTIC, X, y)
+    # Inside a user's jit that uses only the bound (everything else is dead code), the check still runs.
+    bound_only = jax.jit(lambda X, y: gpc.infer(gpc.JaakkolaJordan(max_steps=1), kernel, LOGISTIC, X, y).log_marginal)
     with pytest.raises(Exception, match="did not converge"):
-        gpc.infer(gpc.JaakkolaJordan(max_steps=1), kernel, LOGISTIC, X, y)
+        jax.block_until_ready(bound_only(X, y))
     post = gpc.infer(gpc.JaakkolaJordan(bound="upper", max_steps=1, throw=False), kernel, LOGISTIC, X, y)
     assert not bool(post.info.converged) and int(post.info.num_steps) == 1

@@ -101,9 +101,9 @@ class JaakkolaJordan(AbstractInference):
         tol = (1e-10 if K.dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
         solver = _solve_lower if self.bound == "lower" else _solve_upper
         fields, converged = solver(self, K, y, init, tol)
-        if self.throw:
-            fields["mean"] = eqx.error_if(
-                fields["mean"],
+        if self.throw:  # attached to every field, so that no use of the result (log_marginal alone) escapes it
+            fields = eqx.error_if(
+                fields,
                 ~converged,
                 f"Jaakkola-Jordan ({self.bound} bound) did not converge (raise max_steps, or pass throw=False).",
             )
