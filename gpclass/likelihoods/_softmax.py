@@ -29,10 +29,6 @@ class Softmax(eqx.Module):
         """log p(y_i|f_i) = y_i^T f_i - log sum_c exp f_i^c, per case (the terms of GPML eq. 3.35)."""
         return jnp.sum(Y * F, axis=-1) - logsumexp(F, axis=-1)
 
-    def probabilities(self, F: Float[Array, "... C"]) -> Float[Array, "... C"]:
-        """pi = softmax(F) along the class axis (eq. 3.34)."""
-        return jax.nn.softmax(F, axis=-1)
-
     def monte_carlo_probability(
         self, mean: Float[Array, "m C"], cov: Float[Array, "m C C"], key: Array, num_samples: int
     ) -> Float[Array, "m C"]:
