@@ -405,12 +405,18 @@ def parameter_transforms(params, tree):
     array part of ``tree``; out-of-range values raise (inside jit too): ``to_free``
     adds that check to ``checks`` if given, else attaches it to its result.
     """
+    # Bounds are matched by position in the tree (the path of each field), never by object identity: one
+    # array passed as two parameters (a kernel variance and a flip rate) gets each its own transform.
+    def has_bounds(x):
+        return isinstance(x, eqx.Module) and hasattr(x, "upper_bounds")
+
     bounded = {}
-    for node in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, eqx.Module) and hasattr(x, "upper_bounds")):
-        for name, bound in getattr(node, "upper_bounds", {}).items():
-            bounded[id(getattr(node, name))] = bound
-    leaves, treedef = jax.tree.flatten(params)
-    bounds = [bounded.get(id(leaf), None) for leaf in leaves]
+    for path, node in jax.tree_util.tree_flatten_with_path(tree, is_leaf=has_bounds)[0]:
+        if has_bounds(node):
+            for name, bound in node.upper_bounds.items():
+                bounded[(*path, jax.tree_util.GetAttrKey(name))] = bound
+    paths_and_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
+    bounds = [bounded.get(tuple(path)) for path, _ in paths_and_leaves]
 
     def to_free(params, checks=None):
         own = checks is None

@@ -263,3 +263,19 @@ def test_label_flip_rate_is_fitted_in_logit_space():
     bad_params, _ = eqx.partition(bad, eqx.is_inexact_array)
     with pytest.raises(Exception, match=r"must lie in \(0, 0.5\)"):
         parameter_transforms(bad_params, bad)[0](bad_params)
+
+
+def test_a_shared_array_gets_the_transform_of_each_parameter():
+    """One array object passed as the kernel variance and as the flip rate: bounds go by position, not identity."""
+    from gpclass.fit import parameter_transforms
+
+    shared = jnp.asarray(0.2)
+    tree = (gpc.kernels.SquaredExponential(shared, as_float64(1.0)), gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), shared))
+    assert tree[0].variance is tree[1].epsilon
+    params, _ = eqx.partition(tree, eqx.is_inexact_array)
+    to_free, from_free = parameter_transforms(params, tree)
+    free = to_free(params)
+    assert float(free[0].variance) == pytest.approx(np.log(0.2))  # log, as any kernel parameter
+    assert float(free[1].epsilon) == pytest.approx(np.log(0.4 / 0.6))  # logit(2 epsilon)
+    back = from_free(jax.tree.map(lambda x: x + 5.0, free))
+    assert float(back[0].variance) == pytest.approx(0.2 * np.exp(5.0)) and 0.0 < float(back[1].epsilon) < 0.5
