@@ -424,7 +424,9 @@ def parameter_transforms(params, tree):
         out = []
         for p, u in zip(jax.tree.leaves(params), bounds):
             upper = jnp.inf if u is None else u
-            checks.fail_if((p <= 0) | (p >= upper), f"fit: every hyperparameter must lie in (0, {upper}) (log/logit space).")
+            checks.fail_if(
+                (p <= 0) | (p >= upper), f"fit: every hyperparameter must lie in (0, {upper}) (log/logit space)."
+            )
             out.append(jnp.log(p) if u is None else jnp.log(p / u) - jnp.log1p(-p / u))
         free = jax.tree.unflatten(treedef, out)
         return checks.attach(free) if own else free

@@ -11,7 +11,14 @@ import pytest
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from conftest import brute_force_log_z, central_difference, jit_call, log_marginal_functions, se_kernel, standardised_subset
+from conftest import (
+    brute_force_log_z,
+    central_difference,
+    jit_call,
+    log_marginal_functions,
+    se_kernel,
+    standardised_subset,
+)
 
 LIKELIHOODS = pytest.mark.parametrize(
     "lik", [gpc.likelihoods.Probit(), gpc.likelihoods.Logistic()], ids=["probit", "logistic"]

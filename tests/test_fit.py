@@ -270,7 +270,8 @@ def test_a_shared_array_gets_the_transform_of_each_parameter():
     from gpclass.fit import parameter_transforms
 
     shared = jnp.asarray(0.2)
-    tree = (gpc.kernels.SquaredExponential(shared, as_float64(1.0)), gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), shared))
+    kernel = gpc.kernels.SquaredExponential(shared, as_float64(1.0))
+    tree = (kernel, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), shared))
     assert tree[0].variance is tree[1].epsilon
     params, _ = eqx.partition(tree, eqx.is_inexact_array)
     to_free, from_free = parameter_transforms(params, tree)

@@ -246,7 +246,8 @@ def test_single_case_and_label_codings(ionosphere_small):
     for coded in [(y > 0).astype(int), y > 0, (y > 0).astype(float), y.astype(int), y.astype(np.float32)]:
         np.testing.assert_array_equal(check_binary_labels(coded, len(y), np.float64), y)
     reference = posterior(0.0, 0.0, LOGISTIC, X, y).log_marginal
-    np.testing.assert_allclose(posterior(0.0, 0.0, LOGISTIC, X, (y > 0).astype(float)).log_marginal, reference, rtol=1e-14)
+    zero_one = posterior(0.0, 0.0, LOGISTIC, X, (y > 0).astype(float))
+    np.testing.assert_allclose(zero_one.log_marginal, reference, rtol=1e-14)
 
 
 # --- bad input ------------------------------------------------------------------------------------
