@@ -39,7 +39,7 @@ C1, C2 = 1e-4, 0.9
 class ZoomSearch(NamedTuple):
     """A line search along ``direction`` from the accepted point (value0, slope0 = g . d)."""
 
-    direction: optax.Params
+    direction: jax.Array
     value0: jax.Array
     slope0: jax.Array
     t: jax.Array  # the step of the pending trial
@@ -47,7 +47,7 @@ class ZoomSearch(NamedTuple):
     t_lo: jax.Array  # best step so far with sufficient decrease (0: the accepted point)
     f_lo: jax.Array
     s_lo: jax.Array
-    grad_lo: optax.Params
+    grad_lo: jax.Array
     aux_lo: object
     t_hi: jax.Array  # other end of the bracket
     f_hi: jax.Array
@@ -78,7 +78,7 @@ class BoxLBFGS:
 
     def initial(self, z, value, grad, aux):
         """A search whose trial is z itself (t = 0)."""
-        search = self._search(jax.tree.map(jnp.zeros_like, z), value, jnp.zeros_like(value), grad, aux)
+        search = self._search(jnp.zeros_like(z), value, jnp.zeros_like(value), grad, aux)
         return search._replace(t=jnp.zeros_like(value))
 
     def begin(self, z, value, grad, active, memory, aux, value_fn=None):

@@ -236,8 +236,8 @@ def fit(
     def evaluate(z, init):
         """(-objective, gradient, posterior); an infeasible point gives (inf, 0, posterior)."""
         (value, posterior), grad = jax.value_and_grad(negative_objective, has_aux=True)(z, init)
-        ok = posterior.info.converged & jnp.isfinite(value) & box.all_finite(grad)
-        return jnp.where(ok, value, jnp.inf), jax.tree.map(lambda g: jnp.where(ok, g, 0.0), grad), posterior
+        ok = posterior.info.converged & jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
+        return jnp.where(ok, value, jnp.inf), jnp.where(ok, grad, 0.0), posterior
 
     def line_objective(init):
         """-objective as a function for the line search: value and gradient masked like ``evaluate``'s."""
@@ -256,16 +256,16 @@ def fit(
 
     def status(z, grad, value, active):
         """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING, or FAILED where the value is not finite)."""
-        pg_norm = box.max_abs(box.projected(grad, active))
-        on_bound = box.any_leaf(box.at_bound(z, lo, hi))
+        pg_norm = jnp.max(jnp.abs(box.projected(grad, active)))
+        on_bound = box.any_at_bound(z, lo, hi)
         code = jnp.where(pg_norm <= gtol, jnp.where(on_bound, FitStatus.AT_BOUND, FitStatus.CONVERGED), _RUNNING)
         return pg_norm, jnp.where(jnp.isfinite(value), code, FitStatus.FAILED).astype(jnp.int32)
 
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
     posterior0 = _zeros_like_output(negative_objective, z0, None)[1]
     state = _Loop(
-        z=z0, value=jnp.zeros((), dtype), grad=jax.tree.map(jnp.zeros_like, z0), posterior=posterior0,
-        search=strategy.initial(z0, jnp.zeros((), dtype), jax.tree.map(jnp.zeros_like, z0), posterior0),
+        z=z0, value=jnp.zeros((), dtype), grad=jnp.zeros_like(z0), posterior=posterior0,
+        search=strategy.initial(z0, jnp.zeros((), dtype), jnp.zeros_like(z0), posterior0),
         memory=strategy.memory_init(z0), steps=jnp.asarray(0), history=jnp.full((max_steps,), jnp.nan, dtype),
         code=jnp.asarray(_RUNNING, jnp.int32), restarted=jnp.asarray(False), started=jnp.asarray(False),
     )
@@ -327,9 +327,9 @@ class _Loop(NamedTuple):
     """The state of fit's loop: the accepted point and its posterior, the pending line search, the optimiser's
     memory and the record."""
 
-    z: optax.Params
+    z: Array
     value: Array
-    grad: optax.Params
+    grad: Array
     posterior: object
     search: object
     memory: object
