@@ -3,10 +3,10 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import log_ndtr, logsumexp, ndtr
-from jax.scipy.stats import norm
+from jax.scipy.special import logsumexp, ndtr
 
 from ._base import AbstractLikelihood
+from ._probit import log_cdf_and_mills_ratio
 
 # Gauss-Hermite rule (probabilists' weight exp(-z^2/2)) for small latent variance.
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(64)
@@ -106,8 +106,7 @@ def _logistic_mixture_tilted(y, mean, std):
     t = jnp.asarray(_T_NODES, dtype=mean.dtype)
     log_density = jnp.log(_T_STEP) + jax.nn.log_sigmoid(t) + jax.nn.log_sigmoid(-t)
     z = (y * mean)[..., None] / std[..., None] - t / std[..., None]
-    log_phi = log_ndtr(z)
-    r = jnp.exp(norm.logpdf(z) - log_phi)
+    log_phi, r = log_cdf_and_mills_ratio(z)
     means = mean[..., None] + (y * std)[..., None] * r
     variances = (std**2)[..., None] * (1.0 - r * (z + r))
     return _combine(log_density + log_phi, means, variances)
