@@ -5,6 +5,7 @@ import abc
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._types import Array, Float
 from .._validation import Checks
@@ -121,11 +122,12 @@ class OnDims(AbstractKernel):
     def parameter_checks(self, checks):
         self.base.parameter_checks(checks)
 
-    def _index(self, num_dims: int) -> Array:
-        """The columns as an index array; out-of-range columns are an error (jnp indexing would clamp them)."""
+    def _index(self, num_dims: int) -> np.ndarray:
+        """The columns as a NumPy index array (static: it indexes NumPy and JAX inputs alike, also inside jit);
+        out-of-range columns are an error (jnp indexing would clamp them)."""
         if not self.dims or not all(-num_dims <= i < num_dims for i in self.dims):
             raise ValueError(f"OnDims: dims {self.dims} do not select columns of inputs with {num_dims} dimensions.")
-        return jnp.asarray(self.dims)
+        return np.asarray(self.dims)
 
 
 def positive(value) -> Array:
