@@ -76,6 +76,12 @@ def jit_call(fn, *args):
     return fn(*args)
 
 
+def gram(kernel, X1, X2=None):
+    """``kernel.gram(X1, X2)`` as a NumPy array, computed by one compiled program (``jit_call``) per kernel
+    structure and shape; an eager call would compile each of the kernel's primitives for every new shape."""
+    return np.asarray(jit_call(kernel.gram, X1, X2))
+
+
 def toy_data(n=30, d=2, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))

@@ -18,6 +18,7 @@ from scipy.special import expit, log_expit, logsumexp, softmax
 from scipy.stats import norm
 
 import gpclass as gpc
+from conftest import gram, jit_call
 from gpclass._validation import Checks
 
 LOGISTIC = gpc.likelihoods.Logistic()
@@ -103,10 +104,6 @@ def samplers(kernel, X, y, key, rho_mcmc, rho_ais):
 
 
 # --- independent truths -----------------------------------------------------------------------------------
-
-
-def gram(k):
-    return np.asarray(k.gram(jnp.asarray(X)))
 
 
 def whitening(K, tol=1e-10):
@@ -196,8 +193,8 @@ def test_one_class_binary_laplace_matches_a_dense_evaluation(y):
     """One class only: the prior still pins f down, the mode is finite; log q, f^ and the predictions are right."""
     post = laplace(SE, X, y)
     y_pm = np.where(np.asarray(y, float) > 0, 1.0, -1.0)
-    K_cross = np.asarray(SE.gram(jnp.asarray(X_TEST), jnp.asarray(X)))
-    log_q, f, mean, var = dense_laplace(gram(SE), y_pm, K_cross, np.asarray(SE.diag(jnp.asarray(X_TEST))))
+    K_cross = gram(SE, X_TEST, X)
+    log_q, f, mean, var = dense_laplace(gram(SE, X), y_pm, K_cross, np.asarray(jit_call(SE.diag, X_TEST)))
     np.testing.assert_allclose(post.log_marginal, log_q, rtol=1e-10)
     np.testing.assert_allclose(post.mean, f, rtol=1e-8)
     assert np.all(np.sign(post.mean) == y_pm)
@@ -211,7 +208,7 @@ def test_one_class_binary_ep_and_kl_against_the_exact_evidence():
     """EP and KL with one class: the KL bound below the quadrature log Z, EP close to it."""
     y = -np.ones(3)
     ep, kl = other_methods(SE, X, y)
-    K = gram(SE)
+    K = gram(SE, X)
     assert float(kl) <= exact_log_z(K, log_lik_logistic, y)
     np.testing.assert_allclose(ep, exact_log_z(K, log_lik_probit, y), atol=2e-3)
 
@@ -220,7 +217,7 @@ def test_one_class_softmax_laplace_matches_a_dense_evaluation():
     """Multi-class with every label 1 (classes 0 and 2 unseen): log q and F^ equal a dense Cn x Cn Newton solve."""
     labels = np.array([1.0, 1.0, 1.0])  # float labels throughout: one compilation
     post = laplace_softmax(SE, X, labels)
-    log_q, F = dense_softmax_laplace(gram(SE), labels.astype(int), 3)
+    log_q, F = dense_softmax_laplace(gram(SE, X), labels.astype(int), 3)
     np.testing.assert_allclose(post.log_marginal, log_q, rtol=1e-10)
     np.testing.assert_allclose(post.mean, F, rtol=1e-8, atol=1e-12)
     p, _, _ = predict(post, X_TEST)
@@ -231,7 +228,7 @@ def test_one_class_samplers_match_quadrature():
     """AIS's log Z and MCMC's posterior mean with one class, against brute-force quadrature (Monte Carlo tolerances)."""
     y = np.ones(3)
     mean, log_z = samplers(SE, X, y, KEY, *NO_RHO)
-    K = gram(SE)
+    K = gram(SE, X)
     np.testing.assert_allclose(log_z, exact_log_z(K, log_lik_probit, y), atol=0.05)
     A = whitening(K)
     z, w = np.polynomial.hermite_e.hermegauss(40)
@@ -401,11 +398,11 @@ def test_other_kernels_check_their_parameters():
 def test_positive_semidefinite_kernel_gives_the_correct_answer():
     """K = X X^T of rank 2 < n: Laplace equals the dense evaluation, KL is below the quadrature log Z and EP
     close to it, AIS (with the samplers' default jitter) agrees with it."""
-    K = gram(LINEAR)
+    K = gram(LINEAR, X)
     assert np.linalg.matrix_rank(K) == 2
     post = laplace(LINEAR, X, Y)
-    K_cross = np.asarray(LINEAR.gram(jnp.asarray(X_TEST), jnp.asarray(X)))
-    log_q, f, mean, var = dense_laplace(K, Y, K_cross, np.asarray(LINEAR.diag(jnp.asarray(X_TEST))))
+    K_cross = gram(LINEAR, X_TEST, X)
+    log_q, f, mean, var = dense_laplace(K, Y, K_cross, np.asarray(jit_call(LINEAR.diag, X_TEST)))
     np.testing.assert_allclose(post.log_marginal, log_q, rtol=1e-10)
     np.testing.assert_allclose(post.mean, f, rtol=1e-8)
     _, m, v = predict(post, X_TEST)
@@ -424,7 +421,7 @@ def test_non_positive_definite_kernel_matrix_reaching_a_sampler_is_an_error(samp
     """A kernel that is not a covariance function but passes the cheap checks (finite K, diagonal >= 0):
     the samplers factorise K, and a failed factorisation raises (with throw=False too) instead of sampling NaN."""
     rho = (np.float64(-2.0), np.float64(0.0)) if sampler == "MCMC" else (np.float64(0.0), np.float64(-2.0))
-    assert np.linalg.eigvalsh(gram(SE + OffDiagonal(-2.0)))[0] < -1
+    assert np.linalg.eigvalsh(gram(SE + OffDiagonal(-2.0), X))[0] < -1
     with pytest.raises(Exception, match="K is not positive definite"):
         jax.block_until_ready(samplers(SE, X, Y, KEY, *rho))
 

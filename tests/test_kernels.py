@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import gpclass as gpc
+from conftest import jit_call
 
 X1 = np.random.default_rng(0).normal(size=(7, 3))
 X2 = np.random.default_rng(1).normal(size=(5, 3))
@@ -22,38 +23,49 @@ def brute_se(A, B, variance, lengthscale):
 @pytest.mark.parametrize("lengthscale", [1.7, np.array([0.5, 2.0, 3.0])])
 def test_squared_exponential_gram_matches_definition(lengthscale):
     k = gpc.kernels.SquaredExponential(variance=2.5, lengthscale=lengthscale)
-    np.testing.assert_allclose(k.gram(X1, X2), brute_se(X1, X2, 2.5, lengthscale), rtol=1e-12)
-    K = k.gram(X1)
+    # The matmul form, and the generic pairwise vmap of `evaluate` (one compiled program for all of them).
+    cross, K, diag, generic = jit_call(
+        lambda k: (k.gram(X1, X2), k.gram(X1), k.diag(X2), gpc.kernels.AbstractKernel.gram(k, X1, X2)), k
+    )
+    np.testing.assert_allclose(cross, brute_se(X1, X2, 2.5, lengthscale), rtol=1e-12)
     np.testing.assert_allclose(K, brute_se(X1, X1, 2.5, lengthscale), rtol=1e-12, atol=1e-14)
     np.testing.assert_array_equal(np.diag(K), 2.5)
-    np.testing.assert_allclose(k.diag(X2), 2.5)
-    # The matmul form agrees with the generic pairwise vmap of `evaluate`.
-    generic = gpc.kernels.AbstractKernel.gram(k, X1, X2)
-    np.testing.assert_allclose(k.gram(X1, X2), generic, rtol=1e-12)
+    np.testing.assert_allclose(diag, 2.5)
+    np.testing.assert_allclose(cross, generic, rtol=1e-12)
 
 
 def test_linear_constant_sum_product():
     lin = gpc.kernels.Linear(variance=0.7)
     const = gpc.kernels.Constant(variance=1.3)
     se = gpc.kernels.SquaredExponential(variance=2.0, lengthscale=1.1)
-    np.testing.assert_allclose(lin.gram(X1, X2), 0.7 * X1 @ X2.T, rtol=1e-12)
-    np.testing.assert_allclose(const.gram(X1, X2), np.full((7, 5), 1.3))
-    np.testing.assert_allclose((se + const).gram(X1, X2), brute_se(X1, X2, 2.0, 1.1) + 1.3, rtol=1e-12)
-    np.testing.assert_allclose((se * lin).gram(X1, X2), brute_se(X1, X2, 2.0, 1.1) * (0.7 * X1 @ X2.T), rtol=1e-12)
-    np.testing.assert_allclose((se + lin).diag(X2), 2.0 + 0.7 * np.sum(X2**2, 1), rtol=1e-12)
-    for k in [lin, const, se + const, se * lin]:
-        np.testing.assert_allclose(k.diag(X2), np.diag(np.asarray(k.gram(X2))), rtol=1e-12)
-        np.testing.assert_allclose(k.gram(X1, X2), gpc.kernels.AbstractKernel.gram(k, X1, X2), rtol=1e-12)
+    kernels = [lin, const, se + const, se * lin]
+    # Cross-covariances, the generic pairwise ones, diagonals and Gram matrices: one compiled program.
+    cross, generic, diag, K = jit_call(
+        lambda kernels: [[f(k) for k in kernels] for f in (
+            lambda k: k.gram(X1, X2), lambda k: gpc.kernels.AbstractKernel.gram(k, X1, X2),
+            lambda k: k.diag(X2), lambda k: k.gram(X2))],
+        kernels,
+    )
+    np.testing.assert_allclose(cross[0], 0.7 * X1 @ X2.T, rtol=1e-12)
+    np.testing.assert_allclose(cross[1], np.full((7, 5), 1.3))
+    np.testing.assert_allclose(cross[2], brute_se(X1, X2, 2.0, 1.1) + 1.3, rtol=1e-12)
+    np.testing.assert_allclose(cross[3], brute_se(X1, X2, 2.0, 1.1) * (0.7 * X1 @ X2.T), rtol=1e-12)
+    np.testing.assert_allclose(jit_call((se + lin).diag, X2), 2.0 + 0.7 * np.sum(X2**2, 1), rtol=1e-12)
+    for i in range(len(kernels)):
+        np.testing.assert_allclose(diag[i], np.diag(np.asarray(K[i])), rtol=1e-12)
+        np.testing.assert_allclose(cross[i], generic[i], rtol=1e-12)
 
 
 def test_white_noise_is_on_the_training_index():
     w = gpc.kernels.White(variance=0.1)
     X_dup = np.vstack([X1[:2], X1[:2]])  # duplicated inputs still get independent noise
-    np.testing.assert_allclose(w.gram(X_dup), 0.1 * np.eye(4))
-    np.testing.assert_allclose(w.gram(X1, X2), np.zeros((7, 5)))
-    np.testing.assert_allclose(w.diag(X2), 0.1)
-    k = gpc.kernels.SquaredExponential() + w
-    np.testing.assert_allclose(k.gram(X1), brute_se(X1, X1, 1.0, 1.0) + 0.1 * np.eye(7), rtol=1e-12, atol=1e-14)
+    on_dup, cross, diag, with_se = jit_call(
+        lambda w: (w.gram(X_dup), w.gram(X1, X2), w.diag(X2), (gpc.kernels.SquaredExponential() + w).gram(X1)), w
+    )
+    np.testing.assert_allclose(on_dup, 0.1 * np.eye(4))
+    np.testing.assert_allclose(cross, np.zeros((7, 5)))
+    np.testing.assert_allclose(diag, 0.1)
+    np.testing.assert_allclose(with_se, brute_se(X1, X1, 1.0, 1.0) + 0.1 * np.eye(7), rtol=1e-12, atol=1e-14)
 
 
 def test_kernel_from_traced_values_and_gradient():
@@ -85,9 +97,15 @@ def test_kim_ghahramani_kernel_is_composable():
         for j in range(6):
             d = [(X[i, m] - X[j, m]) ** 2 if m in continuous else float(X[i, m] != X[j, m]) for m in range(4)]
             want[i, j] = 1.9 * np.exp(-0.5 * np.dot(inv_l, d)) + 0.3 + 0.05 * (i == j)
-    np.testing.assert_allclose(k.gram(X), want, rtol=1e-12)
-    np.testing.assert_allclose(k.diag(X), np.diag(want), rtol=1e-12)
+    K, diag, cross, pairwise = jit_call(
+        lambda k: (
+            k.gram(X), k.diag(X), k.gram(X[:2], X[2:]),
+            jax.vmap(lambda a: jax.vmap(lambda b: k.evaluate(a, b))(jnp.asarray(X[2:])))(jnp.asarray(X[:2])),
+        ),
+        k,
+    )
+    np.testing.assert_allclose(K, want, rtol=1e-12)
+    np.testing.assert_allclose(diag, np.diag(want), rtol=1e-12)
     # Cross-covariances carry no white noise; pairwise evaluation agrees with gram off the diagonal.
-    np.testing.assert_allclose(k.gram(X[:2], X[2:]), want[:2, 2:], rtol=1e-12)
-    pairwise = jax.vmap(lambda a: jax.vmap(lambda b: k.evaluate(a, b))(jnp.asarray(X[2:])))(jnp.asarray(X[:2]))
+    np.testing.assert_allclose(cross, want[:2, 2:], rtol=1e-12)
     np.testing.assert_allclose(pairwise, want[:2, 2:], rtol=1e-12)
