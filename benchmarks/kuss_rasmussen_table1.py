@@ -201,8 +201,8 @@ def time_sweeps(X_train, y_train, repeats=3):
     lik = gpc.likelihoods.Probit()
 
     def solve_time(schedule, sweeps):
-        method = gpc.EP(schedule=schedule, max_sweeps=sweeps, throw=False)
-        solve = jax.jit(lambda X, y: gpc.infer(method, kernel, lik, X, y).log_marginal)
+        method = gpc.EP(schedule=schedule, max_sweeps=sweeps)
+        solve = jax.jit(lambda X, y: gpc.infer(method, kernel, lik, X, y, throw=False).log_marginal)
         jax.block_until_ready(solve(X, y))
         times = []
         for _ in range(repeats):

@@ -146,7 +146,7 @@ def section_usps10(args, record):
 
     @jax.jit
     def solve(theta, init):
-        return gpc.infer(gpc.Laplace(throw=False), se(theta[0], theta[1]), lik, Xtr_j, ytr_j, init=init)
+        return gpc.infer(gpc.Laplace(), se(theta[0], theta[1]), lik, Xtr_j, ytr_j, init=init, throw=False)
 
     log_ls = np.array(args.log_l_grid)
     log_sfs = np.array(args.log_sf_grid)

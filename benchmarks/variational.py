@@ -273,13 +273,13 @@ def section_jensen(grid_size):
 
     def at(ll, ls):
         kernel = gpc.kernels.SquaredExponential(jnp.exp(2 * ls), jnp.exp(ll))
-        post = gpc.infer(gpc.EP(schedule="parallel", throw=False), kernel, probit, Xtr, ytr)
+        post = gpc.infer(gpc.EP(schedule="parallel"), kernel, probit, Xtr, ytr, throw=False)
         p = gpc.predict(post, Xte)
         # K&R eq. 35c at q_EP, written in the sites' B-form (E_q log p - KL(q || p), no K^-1): equal to
         # gpc.variational_bound(post, ytr), which inverts K and is NaN where the SE Gram matrix is
         # numerically singular (long length scales on this grid).
         bound = elbo(kernel.gram(Xtr), probit, ytr, *post.warm_start)
-        laplace = gpc.infer(gpc.Laplace(throw=False), kernel, probit, Xtr, ytr)
+        laplace = gpc.infer(gpc.Laplace(), kernel, probit, Xtr, ytr, throw=False)
         return (post.log_marginal, bound, laplace.log_marginal, gpc.metrics.information_bits(yte, p, ytr),
                 post.info.converged & laplace.info.converged)
 

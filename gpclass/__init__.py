@@ -9,9 +9,10 @@ The public API is what this module re-exports::
 """
 
 from . import datasets, kernels, likelihoods, metrics, priors, samplers
+from ._status import Status
 from .bound import variational_bound
 from .em_ep import EMEPResult, fit_em_ep
-from .fit import FitResult, FitStatus, fit
+from .fit import FitResult, fit
 from .inference import (
     AIS,
     EP,
@@ -41,13 +42,13 @@ __all__ = [
     "EMEPResult",
     "EP",
     "FitResult",
-    "FitStatus",
     "GaussianPosterior",
     "JaakkolaJordan",
     "KL",
     "Laplace",
     "SoftmaxPosterior",
     "SolverInfo",
+    "Status",
     "datasets",
     "fit",
     "fit_em_ep",

@@ -55,7 +55,7 @@ def run(args, dtype) -> None:
           f"(log sigma_f = {float(0.5 * jnp.log(k.variance)):.3f}, log l = {float(jnp.log(k.lengthscale)):.3f})")
     print(f"log marginal likelihood: {float(result.objective):.4f}  ({int(result.num_steps)} L-BFGS steps, "
           f"max|grad| = {float(result.grad_norm):.1e})")
-    print(f"stopped: {gpc.FitStatus(int(result.reason)).message}")
+    print(f"stopped: {gpc.Status(int(result.status)).message}")
     print(f"test error: {100 * float(gpc.metrics.error_rate(y_test, p)):.2f} %  "
           f"information: {float(gpc.metrics.information_bits(y_test, p, y_train)):.3f} bits  "
           f"mean NLP: {float(gpc.metrics.mean_negative_log_probability(y_test, p)):.4f}")

@@ -16,8 +16,6 @@ where theta maximises F at the EP posterior for theta itself.  Compare it with
 direct maximisation of the EP evidence, ``gpc.fit(gpc.EP(), ...)``.
 """
 
-import dataclasses
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -25,6 +23,7 @@ import optax
 import optax.tree_utils as otu
 from jax import lax
 
+from ._status import Status, raise_unless_successful, solver_status
 from ._types import Array, Bool, Float, Int
 from ._validation import Checks, check_binary_labels, check_inputs
 from .bound import expected_log_prior, posterior_covariance, variational_bound
@@ -41,10 +40,11 @@ class EMEPResult(eqx.Module):
     ``log_marginal`` is the EP approximation of log p(y|X, theta) (GPML eq.
     3.65) at the final hyperparameters and ``bound`` the variational bound F
     there; ``history[i]`` is log_marginal after EM step i + 1 (NaN past
-    ``num_steps``).  ``converged`` means log_marginal changed by at most
-    ``tol (1 + |log_marginal|)`` in the last EM step, with a converged EP
-    solution; ``m_step_converged`` whether every M-step reached its gradient
-    tolerance.
+    ``num_steps``).  ``status`` is a :class:`gpclass.Status`: ``CONVERGED``
+    when log_marginal changed by at most ``tol (1 + |log_marginal|)`` in the
+    last EM step, with a converged EP solution (``converged`` says that),
+    else ``MAX_STEPS`` or ``FAILED`` (not finite); ``m_step_converged``
+    whether every M-step reached its gradient tolerance.
     """
 
     kernel: AbstractKernel
@@ -54,8 +54,12 @@ class EMEPResult(eqx.Module):
     bound: Float[Array, ""]
     history: Float[Array, " max_em_steps"]
     num_steps: Int[Array, ""]
-    converged: Bool[Array, ""]
+    status: Int[Array, ""]
     m_step_converged: Bool[Array, ""]
+
+    @property
+    def converged(self) -> Bool[Array, ""]:
+        return self.status == Status.CONVERGED
 
 
 @eqx.filter_jit
@@ -72,6 +76,7 @@ def fit_em_ep(
     m_step_max_steps: int = 50,
     m_step_gtol: float | None = None,
     verbose: bool = False,
+    throw: bool = False,
 ) -> EMEPResult:
     """Fit kernel hyperparameters (and the label-flip rate) by EM-EP.
 
@@ -94,6 +99,8 @@ def fit_em_ep(
         m_step_max_steps, m_step_gtol: L-BFGS steps and gradient tolerance
             (max |dF / d log theta|) of each M-step; ``None``: 1e-6 / 1e-2.
         verbose: print log q_EP, epsilon and the EP sweeps after every EM step.
+        throw: raise (as :func:`gpclass.fit`) unless the status is ``CONVERGED``;
+            by default it is only reported in ``EMEPResult.status``.
     """
     checks = Checks()
     X = check_inputs(X, checks=checks)
@@ -110,7 +117,7 @@ def fit_em_ep(
     if not jax.tree.leaves(params):
         raise ValueError("fit_em_ep: the kernel has no floating-point parameters to fit.")
     to_free, from_free = parameter_transforms(params, kernel)
-    inner = dataclasses.replace(EP() if method is None else method, throw=False)
+    inner = EP() if method is None else method
 
     def build(log_params):
         return eqx.combine(from_free(log_params), static)
@@ -152,7 +159,8 @@ def fit_em_ep(
     log_params, likelihood, posterior, num_steps, history, done, m_ok = lax.while_loop(
         lambda s: ~s[5] & (s[3] < max_em_steps), step, state
     )
-    return EMEPResult(
+    finite = jnp.isfinite(posterior.log_marginal)
+    result = EMEPResult(
         kernel=build(log_params),
         likelihood=likelihood,
         posterior=posterior,
@@ -160,9 +168,10 @@ def fit_em_ep(
         bound=variational_bound(posterior, y),
         history=history,
         num_steps=jnp.asarray(num_steps),
-        converged=done & posterior.info.converged & jnp.isfinite(posterior.log_marginal),
+        status=solver_status(done & posterior.info.converged & finite, num_steps, max_em_steps, finite),
         m_step_converged=m_ok,
     )
+    return raise_unless_successful(result, result.status, "fit_em_ep") if throw else result
 
 
 def _maximise_prior_term(build, log_params, posterior, X, max_steps, gtol):

@@ -22,7 +22,7 @@ Cauchy point, with a strong-Wolfe zoom line search (``_box_lbfgs.py``); any
 other optax optimiser steps to the projection of its update (active
 coordinates frozen, the others clipped).  The gradient test is on the
 projected gradient; a fit that meets it with a coordinate at a bound says so
-(``FitStatus.AT_BOUND``).
+(``Status.AT_BOUND``).
 
 One evaluation per iteration.  Each pass of the loop evaluates the objective
 and its gradient at one trial point (a line-search trial, or the next point of
@@ -35,11 +35,9 @@ or where the objective or its gradient is not finite, is infeasible: objective
 without progress (for L-BFGS: a line search that does not raise the objective,
 whose point is then rejected) restarts the optimiser from the last point; a
 second in a row ends the fit as ``STALLED``.  Why the fit stopped is the integer
-``FitResult.reason``, named by :class:`FitStatus`.
+``FitResult.status``, a :class:`gpclass.Status`.
 """
 
-import dataclasses
-import enum
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -53,6 +51,7 @@ from jax import lax
 
 from . import _box as box
 from ._box_lbfgs import BoxLBFGS
+from ._status import Status, raise_unless_successful, successful
 from ._types import Array, Float, Int
 from ._validation import Checks, check_inputs, check_two_classes
 from .inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
@@ -60,44 +59,6 @@ from .inference._infer import check_labels, solve_posterior
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood
 
-
-class FitStatus(enum.IntEnum):
-    """Why :func:`fit` stopped: the values of ``FitResult.reason``.
-
-    ``gpc.FitStatus(int(result.reason)).message`` explains a code;
-    ``result.reason == gpc.FitStatus.AT_BOUND`` works on arrays too (jit, vmap).
-    """
-
-    CONVERGED = 0
-    AT_BOUND = 1
-    STALLED = 2
-    MAX_STEPS = 3
-    FAILED = 4
-
-    @property
-    def message(self) -> str:
-        return _MESSAGES[self]
-
-
-_MESSAGES = {
-    FitStatus.CONVERGED: "converged: the largest gradient component (log hyperparameters) is at most gtol.",
-    FitStatus.AT_BOUND: (
-        "converged at a bound: the projected gradient is at most gtol and at least one hyperparameter sits at a "
-        "bound of the box, typically because the objective still rises beyond it (a flat direction, such as the "
-        "length scale of an irrelevant input, or an optimum outside the box: widen `bounds` or add a hyperprior "
-        "if that matters)."
-    ),
-    FitStatus.STALLED: (
-        "line search stalled: two steps in a row (the second from a restarted optimiser) could not change the "
-        "objective by more than ftol * (1 + |objective|) and the gradient test still fails (rounding in the "
-        "objective, or a neighbourhood where the inner solver fails, limits progress)."
-    ),
-    FitStatus.MAX_STEPS: "max_steps reached before the gradient test was met.",
-    FitStatus.FAILED: (
-        "failed at the start: the inner solver did not converge at the starting hyperparameters, or the "
-        "objective or its gradient is not finite there."
-    ),
-}
 _RUNNING = -1  # internal: the loop goes on
 
 
@@ -109,9 +70,9 @@ class FitResult(eqx.Module):
     past ``num_steps`` are NaN (steps not taken).  ``grad_norm`` is the
     largest component of the projected gradient with respect to the free
     coordinates (log hyperparameters; components at a bound that point out of
-    the box count as zero).  ``reason`` is a :class:`FitStatus` code (an
+    the box count as zero).  ``status`` is a :class:`gpclass.Status` code (an
     integer array, so it survives ``jit`` and ``vmap``); ``converged`` is
-    ``reason`` in {CONVERGED, AT_BOUND}.
+    ``status`` in {CONVERGED, AT_BOUND}.
     """
 
     kernel: AbstractKernel
@@ -121,12 +82,12 @@ class FitResult(eqx.Module):
     history: Float[Array, " max_steps"]
     num_steps: Int[Array, ""]
     grad_norm: Float[Array, ""]
-    reason: Int[Array, ""]
+    status: Int[Array, ""]
 
     @property
     def converged(self):
-        """The gradient test held at the end (inside the box or at a bound): ``reason <= FitStatus.AT_BOUND``."""
-        return self.reason <= FitStatus.AT_BOUND
+        """The gradient test held at the end (inside the box or at a bound): ``status <= Status.AT_BOUND``."""
+        return successful(self.status)
 
 
 @eqx.filter_jit
@@ -171,7 +132,7 @@ def fit(
             4 eps of the dtype (about the rounding level of a log marginal
             likelihood).  After a step without progress (L-BFGS: rejected) the
             optimiser restarts; a second in a row stops the fit
-            (``FitStatus.STALLED``).
+            (``Status.STALLED``).
         bounds: ``(lower, upper)``, each hyperparameter kept in
             [lower, upper] (log theta in [log lower, log upper]); for a
             parameter with an upper bound u, its odds theta / (u - theta) are.
@@ -186,8 +147,8 @@ def fit(
         warm_start: start each inner solve from the previous step's solution
             (passed explicitly through the loop state).
         throw: raise (``eqx.error_if``, inside jit too) with the
-            :class:`FitStatus` message unless the fit converged; by default
-            the reason is only reported in ``FitResult.reason``.
+            :class:`Status` message unless the fit converged; by default
+            the status is only reported in ``FitResult.status``.
         key: PRNG key for methods with randomness (the same key every step,
             so the objective stays a deterministic function of theta).
         verbose: print the objective after every step (``jax.debug.print``).
@@ -217,17 +178,16 @@ def fit(
         f"fit: a starting hyperparameter lies outside bounds={bounds}; start inside or widen the bounds.",
     )
     X, y, z0 = checks.attach((X, y, box.snap(z0, lo, hi)))
-    # Line searches probe extreme hyperparameters where the inner solver may fail;
-    # there the objective is -inf (an infeasible point the line search backs off
-    # from) instead of an exception.  The returned posterior reports convergence.
-    inner = dataclasses.replace(method, throw=False)
 
     def build(z):
         return eqx.combine(from_free(unravel(z)), static)
 
     def negative_objective(z, init):
+        # Line searches probe extreme hyperparameters where the inner solver may fail: there the objective is
+        # -inf (an infeasible point the line search backs off from), not an exception, and the posterior's
+        # status says so.
         kernel, likelihood = build(z)
-        posterior = solve_posterior(inner, kernel, likelihood, X, y, init if warm_start else None, key)
+        posterior = solve_posterior(method, kernel, likelihood, X, y, init if warm_start else None, key)
         value = posterior.log_marginal
         if log_prior is not None:
             value = value + log_prior(kernel, likelihood)
@@ -254,12 +214,12 @@ def fit(
 
         return value
 
-    def status(z, grad, value, active):
+    def gradient_test(z, grad, value, active):
         """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING, or FAILED where the value is not finite)."""
         pg_norm = jnp.max(jnp.abs(box.projected(grad, active)))
         on_bound = box.any_at_bound(z, lo, hi)
-        code = jnp.where(pg_norm <= gtol, jnp.where(on_bound, FitStatus.AT_BOUND, FitStatus.CONVERGED), _RUNNING)
-        return pg_norm, jnp.where(jnp.isfinite(value), code, FitStatus.FAILED).astype(jnp.int32)
+        code = jnp.where(pg_norm <= gtol, jnp.where(on_bound, Status.AT_BOUND, Status.CONVERGED), _RUNNING)
+        return pg_norm, jnp.where(jnp.isfinite(value), code, Status.FAILED).astype(jnp.int32)
 
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
     posterior0 = _zeros_like_output(negative_objective, z0, None)[1]
@@ -289,10 +249,10 @@ def fit(
         # Without progress, restart the optimiser from the last point; twice in a row: stalled.
         memory = optax.tree.where(step_done & ~progress, strategy.memory_init(z), s.memory)
         active = box.active_set(z, grad, lo, hi)
-        grad_norm, code = status(z, grad, value, active)
+        grad_norm, code = gradient_test(z, grad, value, active)
         limit = jnp.where(first, 0, s.steps + 1)
-        code = jnp.where(step_done & (code == _RUNNING) & ~progress & s.restarted, FitStatus.STALLED, code)
-        code = jnp.where((code == _RUNNING) & (limit >= max_steps), FitStatus.MAX_STEPS, code)
+        code = jnp.where(step_done & (code == _RUNNING) & ~progress & s.restarted, Status.STALLED, code)
+        code = jnp.where((code == _RUNNING) & (limit >= max_steps), Status.MAX_STEPS, code)
         code = jnp.where(done, code, _RUNNING).astype(jnp.int32)
         history = jnp.where(step_done, s.history.at[s.steps].set(-value), s.history)
         if verbose:
@@ -308,7 +268,7 @@ def fit(
         )
 
     s = lax.while_loop(lambda s: s.code == _RUNNING, iteration, state)
-    grad_norm, _ = status(s.z, s.grad, s.value, box.active_set(s.z, s.grad, lo, hi))
+    grad_norm, _ = gradient_test(s.z, s.grad, s.value, box.active_set(s.z, s.grad, lo, hi))
     kernel, likelihood = build(s.z)
     result = FitResult(
         kernel=kernel,
@@ -318,9 +278,9 @@ def fit(
         history=s.history,
         num_steps=s.steps,
         grad_norm=grad_norm,
-        reason=s.code,
+        status=s.code,
     )
-    return _raise_unless_converged(result, s.code) if throw else result
+    return raise_unless_successful(result, s.code, "fit") if throw else result
 
 
 class _Loop(NamedTuple):
@@ -388,12 +348,6 @@ def _log_bounds(bounds):
     if not (0.0 < lower < upper < math.inf):
         raise ValueError(f"fit: bounds must be (lower, upper) with 0 < lower < upper < inf; got {bounds}.")
     return math.log(lower), math.log(upper)
-
-
-def _raise_unless_converged(result, code):
-    """``result`` (every leaf, so no use of it escapes the check) or the FitStatus message as an error."""
-    messages = [FitStatus(c).message for c in range(len(FitStatus))]
-    return eqx.branched_error_if(result, code > FitStatus.AT_BOUND, code, ["fit did not converge: " + m for m in messages])
 
 
 def parameter_transforms(params, tree):

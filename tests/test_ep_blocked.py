@@ -112,8 +112,8 @@ def numpy_fixed_point():
 @jax.jit
 def one_sweep(theta, X, y, init):
     """The library's sequential EP stopped after exactly one sweep from ``init``: its sites and log Z_EP there."""
-    method = gpc.EP(schedule="sequential", max_sweeps=1, throw=False)
-    post = gpc.infer(method, se_kernel(*theta), PROBIT, X, y, init=init)
+    method = gpc.EP(schedule="sequential", max_sweeps=1)
+    post = gpc.infer(method, se_kernel(*theta), PROBIT, X, y, init=init, throw=False)
     return post.warm_start, post.log_marginal, post.info.num_steps
 
 

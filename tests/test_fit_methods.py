@@ -24,26 +24,26 @@ def label_noise_data(seed, flipped):
 @pytest.mark.parametrize(
     "method, likelihood, seed, flipped, reason",
     [
-        (gpc.EP(), gpc.likelihoods.Probit(), 6, 0.0, gpc.FitStatus.CONVERGED),
-        (gpc.KL(), LOGISTIC, 6, 0.0, gpc.FitStatus.CONVERGED),
-        (gpc.JaakkolaJordan(), LOGISTIC, 6, 0.0, gpc.FitStatus.CONVERGED),
+        (gpc.EP(), gpc.likelihoods.Probit(), 6, 0.0, gpc.Status.CONVERGED),
+        (gpc.KL(), LOGISTIC, 6, 0.0, gpc.Status.CONVERGED),
+        (gpc.JaakkolaJordan(), LOGISTIC, 6, 0.0, gpc.Status.CONVERGED),
         # Flipped labels: epsilon is estimated inside (0, 1/2), near the flipped fraction.
-        (gpc.EP(), gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.05), 6, FLIPPED, gpc.FitStatus.CONVERGED),
+        (gpc.EP(), gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.05), 6, FLIPPED, gpc.Status.CONVERGED),
         # No flipped labels: epsilon runs to 0 and stops at the bound of its log-odds, a flat direction.
-        (gpc.EP(), gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.05), 7, 0.0, gpc.FitStatus.AT_BOUND),
+        (gpc.EP(), gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.05), 7, 0.0, gpc.Status.AT_BOUND),
     ],
     ids=["ep", "kl", "jaakkola-jordan", "ep-label-noise", "ep-label-noise-at-bound"],
 )
 def test_fit_reaches_a_stationary_point(method, likelihood, seed, flipped, reason):
     X, y = label_noise_data(seed, flipped)
     result = gpc.fit(method, START, likelihood, X, y)
-    assert int(result.reason) == reason, gpc.FitStatus(int(result.reason)).message
+    assert int(result.status) == reason, gpc.Status(int(result.status)).message
     assert bool(result.converged)
     assert float(result.grad_norm) <= 1e-5 and bool(result.posterior.info.converged)
     history = np.asarray(result.history)[: int(result.num_steps)]
     assert np.all(np.diff(history) >= 0)
     at_bound = check_stationary(method, result, X, y, (1e-8, 1e8))
-    if reason == gpc.FitStatus.AT_BOUND:
+    if reason == gpc.Status.AT_BOUND:
         assert at_bound == [2] and float(result.likelihood.epsilon) < 1e-8  # the flip rate, at its lower bound
     elif flipped:
         assert 0.03 < float(result.likelihood.epsilon) < 0.2

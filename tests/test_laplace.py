@@ -228,10 +228,16 @@ def test_warm_start_gives_the_same_mode_in_fewer_steps(ionosphere_small):
 def test_non_convergence_is_reported_or_raised(ionosphere_small):
     X, y = ionosphere_small
     kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
-    post = gpc.infer(gpc.Laplace(max_steps=2, throw=False), kernel, LOGISTIC, X, y)
-    assert not bool(post.info.converged) and int(post.info.num_steps) == 2
-    with pytest.raises(Exception, match="did not converge"):
-        gpc.infer(gpc.Laplace(max_steps=2), kernel, LOGISTIC, X, y)
+    post = gpc.infer(gpc.Laplace(max_steps=2), kernel, LOGISTIC, X, y, throw=False)
+    assert int(post.info.status) == gpc.Status.MAX_STEPS and not bool(post.info.converged)
+    assert int(post.info.num_steps) == 2
+    # throw=True (the default) raises with the status.  The check is attached to every array of the posterior, so a
+    # program that uses only the gradient of log_marginal (everything else is dead code) raises too.
+    gradient_only = jax.jit(jax.grad(
+        lambda v: gpc.infer(gpc.Laplace(max_steps=2), se_kernel(v, np.log(4.0)), LOGISTIC, X, y).log_marginal
+    ))
+    with pytest.raises(Exception, match=r"Laplace did not converge \(MAX_STEPS\)"):
+        jax.block_until_ready(gradient_only(np.log(20.0)))
 
 
 def test_single_case_and_label_codings(ionosphere_small):

@@ -76,6 +76,7 @@ def test_samplers_and_ais_on_a_gaussian_likelihood(sampler):
     mean, cov = gaussian_posterior(K, Y3)
     samples = np.asarray(post.samples)
     assert samples.shape == (8000, 3)
+    assert int(post.info.status) == int(annealed.info.status) == gpc.Status.CONVERGED  # every value finite
     # 8000 correlated draws; posterior sds ~0.5: tolerances are several Monte Carlo standard errors
     np.testing.assert_allclose(samples.mean(0), mean, atol=0.05)
     np.testing.assert_allclose(np.cov(samples.T), cov, atol=0.05)

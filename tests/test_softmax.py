@@ -265,7 +265,7 @@ def test_warm_start_and_non_convergence(vehicle_small):
     reference = posterior(np.log([21.0, 2.1]), X, y)
     np.testing.assert_allclose(warm.mean, reference.mean, rtol=1e-9, atol=1e-9)
     assert int(warm.info.num_steps) < int(reference.info.num_steps)
-    post = gpc.infer(gpc.Laplace(max_steps=1, throw=False), kernel, SOFTMAX, X, y)
+    post = gpc.infer(gpc.Laplace(max_steps=1), kernel, SOFTMAX, X, y, throw=False)
     assert not bool(post.info.converged)
     with pytest.raises(Exception, match="did not converge"):
         gpc.infer(gpc.Laplace(max_steps=1), kernel, SOFTMAX, X, y)

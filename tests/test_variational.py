@@ -327,5 +327,5 @@ def test_bad_configurations_are_clear_errors(ionosphere_small):
     bound_only = jax.jit(lambda X, y: gpc.infer(gpc.JaakkolaJordan(max_steps=1), kernel, LOGISTIC, X, y).log_marginal)
     with pytest.raises(Exception, match="did not converge"):
         jax.block_until_ready(bound_only(X, y))
-    post = gpc.infer(gpc.JaakkolaJordan(bound="upper", max_steps=1, throw=False), kernel, LOGISTIC, X, y)
-    assert not bool(post.info.converged) and int(post.info.num_steps) == 1
+    post = gpc.infer(gpc.JaakkolaJordan(bound="upper", max_steps=1), kernel, LOGISTIC, X, y, throw=False)
+    assert int(post.info.status) == gpc.Status.MAX_STEPS and int(post.info.num_steps) == 1

@@ -14,12 +14,10 @@ class AbstractInference(eqx.Module):
 
     ``solve`` works on a covariance matrix and never sees the kernel that made it.
     It returns the fields of a :class:`GaussianPosterior` other than the
-    kernel, likelihood and inputs, as a dict.  Every method has a static
-    ``throw`` field: raise on non-convergence (True) or only report it in
-    ``posterior.info`` (False).
+    kernel, likelihood and inputs, as a dict, its ``info`` carrying a
+    :class:`gpclass.Status`; whether a failure raises is decided by the caller
+    (``gpc.infer(..., throw=...)``), never by the method.
     """
-
-    throw: eqx.AbstractVar[bool]
 
     posterior_class = GaussianPosterior  # what ``solve``'s fields build (sampling methods: SamplePosterior)
 

@@ -2,6 +2,7 @@
 
 import equinox as eqx
 
+from .._status import raise_unless_successful
 from .._validation import Checks, check_binary_labels, check_class_labels, check_covariance, check_inputs
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood, Softmax
@@ -19,6 +20,7 @@ def infer(
     *,
     init=None,
     key=None,
+    throw: bool = True,
 ) -> GaussianPosterior:
     """Approximate the posterior over latent values for training data (X, y).
 
@@ -38,6 +40,12 @@ def infer(
             All zeros means the same as ``None`` (the method's own start).
         key: a PRNG key, for methods with randomness (``gpc.EP(order="random")``,
             ``gpc.MCMC()``, ``gpc.AIS()``, which require it).
+        throw: raise (``eqx.branched_error_if``: also inside jit and vmap) unless
+            ``posterior.info.status`` is ``gpc.Status.CONVERGED`` (for MCMC and
+            AIS: every value finite).  The check is attached to every array of
+            the posterior, so no use of it (``log_marginal`` alone, its
+            gradient) escapes it.  With ``throw=False`` the status is only
+            reported.
 
     Returns:
         A :class:`GaussianPosterior` (a :class:`SoftmaxPosterior` for the
@@ -52,7 +60,8 @@ def infer(
     X = check_inputs(X, checks=checks)
     y = check_labels(likelihood, y, X, checks)
     kernel.parameter_checks(checks)
-    return solve_posterior(method, kernel, likelihood, X, y, init, key, checks=checks)
+    posterior = solve_posterior(method, kernel, likelihood, X, y, init, key, checks=checks)
+    return raise_unless_successful(posterior, posterior.info.status, type(method).__name__) if throw else posterior
 
 
 def check_labels(likelihood, y, X, checks=None):

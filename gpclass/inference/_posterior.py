@@ -3,6 +3,7 @@
 import equinox as eqx
 from jaxtyping import PyTree
 
+from .._status import Status
 from .._types import Array, Bool, Float, Int
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood
@@ -11,8 +12,9 @@ from ..likelihoods import AbstractLikelihood
 class SolverInfo(eqx.Module):
     """Diagnostics of the inner solver.
 
-    ``num_steps``: Newton steps (Laplace) or sweeps (EP) taken.  ``converged``:
-    whether the tolerance was met.  ``max_change``: the size of the last
+    ``num_steps``: Newton steps (Laplace) or sweeps (EP) taken.  ``status``: a
+    :class:`gpclass.Status` code (``CONVERGED``, ``STALLED``, ``MAX_STEPS`` or
+    ``FAILED``); ``converged`` is ``status == CONVERGED``.  ``max_change``: the size of the last
     update, relative as in the convergence test: for Laplace the largest
     component of the last full Newton step in f, over 1 + max |f|; for EP the
     largest change of a site parameter (tau~ or nu~) in the last sweep, over
@@ -20,8 +22,12 @@ class SolverInfo(eqx.Module):
     """
 
     num_steps: Int[Array, ""]
-    converged: Bool[Array, ""]
+    status: Int[Array, ""]
     max_change: Float[Array, ""]
+
+    @property
+    def converged(self) -> Bool[Array, ""]:
+        return self.status == Status.CONVERGED
 
 
 class GaussianPosterior(eqx.Module):
@@ -79,10 +85,13 @@ class SamplerInfo(eqx.Module):
     elliptical slice sampling, which always moves).  ``evaluations_per_step``:
     the mean number of likelihood evaluations per elliptical-slice step (NaN
     for HMC, which makes ``num_leapfrog`` gradient evaluations per step).
+    ``status``: ``Status.CONVERGED`` when every sample (MCMC) or the estimate
+    (AIS) is finite, else ``Status.FAILED``.
     """
 
     acceptance_rate: Float[Array, ""]
     evaluations_per_step: Float[Array, ""]
+    status: Int[Array, ""]
 
 
 class SamplePosterior(eqx.Module):

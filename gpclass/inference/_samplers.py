@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
+from .._status import Status
 from .._types import Array, Float
 
 
@@ -154,7 +155,7 @@ def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:
 
     The check is on the factor, not on the samples: a NaN factor would make
     every chain silently NaN (or, with ``throw=False``, return garbage), so it
-    raises whatever the method's ``throw`` setting.
+    raises whatever the ``throw`` setting of the call.
     """
     n = K.shape[0]
     scale = jitter * jnp.mean(jnp.diagonal(K))
@@ -166,6 +167,11 @@ def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:
         "the kernel is not a valid covariance function, or K is singular (e.g. a Linear kernel with more cases than "
         "input dimensions, or repeated inputs) and needs a larger jitter on the method.",
     )
+
+
+def finite_status(x: Array) -> Array:
+    """``Status.CONVERGED`` if every entry of ``x`` is finite, else ``Status.FAILED``."""
+    return jnp.where(jnp.all(jnp.isfinite(x)), Status.CONVERGED, Status.FAILED).astype(jnp.int32)
 
 
 def acceptance_summary(info) -> tuple[Array, Array]:

@@ -17,7 +17,7 @@ from jax.scipy.special import logsumexp
 
 from ._base import AbstractInference
 from ._posterior import SamplePosterior, SamplerInfo
-from ._samplers import acceptance_summary, make_kernel, prior_factor
+from ._samplers import acceptance_summary, finite_status, make_kernel, prior_factor
 
 
 class AIS(AbstractInference):
@@ -29,7 +29,6 @@ class AIS(AbstractInference):
         exponent: the schedule tau(t) = (t / T)^exponent (Kuss & Rasmussen: 4).
         steps_per_temperature: Markov steps at each temperature.
         sampler, step_size, num_leapfrog, jitter: as for :class:`MCMC`.
-        throw: raise if the estimate is not finite.
 
     The result's ``log_marginal`` is log((1/R) sum_r w_r) and ``log_marginal_se``
     its Monte Carlo standard error by the delta method,
@@ -48,7 +47,6 @@ class AIS(AbstractInference):
     step_size: float = eqx.field(static=True, default=0.1)
     num_leapfrog: int = eqx.field(static=True, default=20)
     jitter: float = eqx.field(static=True, default=1e-10)
-    throw: bool = eqx.field(static=True, default=True)
 
     posterior_class = SamplePosterior
 
@@ -96,8 +94,6 @@ class AIS(AbstractInference):
         log_marginal = logsumexp(log_w) - jnp.log(self.num_runs)
         w = jnp.exp(log_w - jnp.max(log_w))
         se = jnp.std(w, ddof=1) / (jnp.sqrt(self.num_runs) * jnp.mean(w)) if self.num_runs > 1 else jnp.nan
-        if self.throw:
-            log_marginal = eqx.error_if(log_marginal, ~jnp.isfinite(log_marginal), "AIS: the estimate is not finite.")
         acceptance, evaluations = acceptance_summary(info)
         return dict(
             samples=g @ L.T,
@@ -105,6 +101,8 @@ class AIS(AbstractInference):
             chol=L,
             log_marginal=log_marginal,
             log_marginal_se=jnp.asarray(se, K.dtype),
-            info=SamplerInfo(acceptance_rate=acceptance, evaluations_per_step=evaluations),
+            info=SamplerInfo(
+                acceptance_rate=acceptance, evaluations_per_step=evaluations, status=finite_status(log_marginal)
+            ),
             warm_start=lax.stop_gradient(g),
         )

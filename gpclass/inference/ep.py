@@ -39,6 +39,7 @@ from jax import lax
 
 from .. import _dense as dense
 from .._linalg import factor_b, half_log_det, sqrt_precision
+from .._status import solver_status
 from ._base import AbstractInference
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals
@@ -66,7 +67,6 @@ class EP(AbstractInference):
             most ``tol (1 + |log Z_EP|)``.  ``None`` means 1e-10 in float64 and
             1e-5 in float32.
         max_sweeps: largest number of sweeps.
-        throw: raise if EP did not converge; otherwise report it in ``info``.
     """
 
     schedule: str = eqx.field(static=True, default="sequential")
@@ -74,7 +74,6 @@ class EP(AbstractInference):
     damping: float | None = eqx.field(static=True, default=None)
     tol: float | None = eqx.field(static=True, default=None)
     max_sweeps: int = eqx.field(static=True, default=200)
-    throw: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self):
         if self.schedule not in ("sequential", "parallel"):
@@ -95,10 +94,8 @@ class EP(AbstractInference):
             tau, nu, sweeps, converged, change = _run_sweeps(self, *constants, key)
         else:
             tau, nu, sweeps, converged, change = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
-        if self.throw:
-            tau = eqx.error_if(
-                tau, ~converged, "EP did not converge (raise max_sweeps, add damping, or pass throw=False)."
-            )
+        finite = jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
+        status = solver_status(converged, sweeps, self.max_sweeps, finite)
         sqrt_tau = sqrt_precision(tau)
         L = factor_b(K, sqrt_tau)
         alpha = site_alpha(K, tau, nu, L)  # predictive form, GPML Algorithm 3.6
@@ -108,7 +105,7 @@ class EP(AbstractInference):
             chol=L,
             mean=K @ alpha,
             log_marginal=_log_marginal(K, likelihood, y, tau, nu, L),
-            info=SolverInfo(num_steps=sweeps, converged=converged, max_change=change),
+            info=SolverInfo(num_steps=sweeps, status=status, max_change=change),
             warm_start=(lax.stop_gradient(tau), lax.stop_gradient(nu)),
         )
 

@@ -49,6 +49,7 @@ from jax import lax
 
 from .. import _dense as dense
 from .._linalg import factor_b, half_log_det, solve_b, sqrt_precision
+from .._status import solver_status
 from ..likelihoods import Logistic
 from ._base import AbstractInference
 from ._posterior import SolverInfo
@@ -71,14 +72,12 @@ class JaakkolaJordan(AbstractInference):
             between steps.  ``None`` means 1e-10 in float64 and 1e-5 in float32.
         max_steps: largest number of Newton (or EM fallback) steps.
         max_halvings: largest number of step halvings in one Newton step (upper).
-        throw: raise if the optimisation did not converge; otherwise report it in ``info``.
     """
 
     bound: str = eqx.field(static=True, default="lower")
     tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=200)
     max_halvings: int = eqx.field(static=True, default=40)
-    throw: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self):
         if self.bound not in ("lower", "upper"):
@@ -100,14 +99,7 @@ class JaakkolaJordan(AbstractInference):
             )
         tol = (1e-10 if K.dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
         solver = _solve_lower if self.bound == "lower" else _solve_upper
-        fields, converged = solver(self, K, y, init, tol)
-        if self.throw:  # attached to every field, so that no use of the result (log_marginal alone) escapes it
-            fields = eqx.error_if(
-                fields,
-                ~converged,
-                f"Jaakkola-Jordan ({self.bound} bound) did not converge (raise max_steps, or pass throw=False).",
-            )
-        return fields
+        return solver(self, K, y, init, tol)
 
 
 # --------------------------------------------------------------------------- lower bound
@@ -198,7 +190,7 @@ def _solve_lower(method, K, y, init, tol):
     state = (*evaluate(nu0), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
     nu, _, _, steps, converged, change = lax.while_loop(keep_going, body, state)
     nu = lax.stop_gradient(nu)
-    converged = converged & jnp.all(jnp.isfinite(nu))
+    status = solver_status(converged, steps, method.max_steps, jnp.all(jnp.isfinite(nu)))
     # Differentiable in K with nu held fixed: the envelope theorem (module docstring).
     tau = 2.0 * jj_lambda(nu)
     factor = factor_sites(K, tau)
@@ -209,10 +201,10 @@ def _solve_lower(method, K, y, init, tol):
         chol=factor[0],
         mean=K @ alpha,
         log_marginal=lower_bound(K, y, nu, factor),
-        info=SolverInfo(num_steps=steps, converged=converged, max_change=change),
+        info=SolverInfo(num_steps=steps, status=status, max_change=change),
         warm_start=nu,
     )
-    return fields, converged
+    return fields
 
 
 # --------------------------------------------------------------------------- upper bound
@@ -287,7 +279,7 @@ def _solve_upper(method, K, y, init, tol):
     state = (eta0, upper_bound(K, y, eta0), 0, false, false, jnp.asarray(jnp.inf, dtype))
     eta, _, steps, converged, _, change = lax.while_loop(keep_going, step, state)
     eta = lax.stop_gradient(eta)
-    converged = converged & jnp.all(jnp.isfinite(eta))
+    status = solver_status(converged, steps, method.max_steps, jnp.all(jnp.isfinite(eta)))
     n = K.shape[0]
     b = y * jax.nn.sigmoid(eta)
     fields = dict(
@@ -296,7 +288,7 @@ def _solve_upper(method, K, y, init, tol):
         chol=jnp.eye(n, dtype=dtype),
         mean=K @ b,
         log_marginal=upper_bound(K, y, eta),  # envelope theorem: eta held fixed
-        info=SolverInfo(num_steps=steps, converged=converged, max_change=change),
+        info=SolverInfo(num_steps=steps, status=status, max_change=change),
         warm_start=eta,
     )
-    return fields, converged
+    return fields

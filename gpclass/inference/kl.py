@@ -40,6 +40,7 @@ from jax import lax
 
 from .. import _dense as dense
 from .._linalg import half_log_det, sqrt_precision
+from .._status import solver_status
 from ._base import AbstractInference
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals
@@ -56,7 +57,6 @@ class KL(AbstractInference):
         site_tol: see ``tol``; ``None`` means 1e-8 in float64 and 1e-4 in float32.
         max_steps: largest number of site updates.
         max_halvings: largest number of step halvings within one update.
-        throw: raise if the optimisation did not converge; otherwise report it in ``info``.
 
     Works with any log-concave likelihood that has ``expected_log_prob``
     (logistic, probit); the expectations use its quadrature.
@@ -66,7 +66,6 @@ class KL(AbstractInference):
     site_tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=1000)
     max_halvings: int = eqx.field(static=True, default=30)
-    throw: bool = eqx.field(static=True, default=True)
 
     def solve(self, K, likelihood, y, init=None, key=None):
         if not likelihood.log_concave:
@@ -83,8 +82,7 @@ class KL(AbstractInference):
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
         tau, nu, steps, converged, change = _optimise(self, K, likelihood, y, tau0, nu0, tol, site_tol)
         tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
-        if self.throw:
-            tau = eqx.error_if(tau, ~converged, "KL did not converge (raise max_steps, or pass throw=False).")
+        status = solver_status(converged, steps, self.max_steps, jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu)))
         factor = factor_sites(K, tau)
         alpha = site_alpha(K, tau, nu, factor[0])
         return dict(
@@ -93,7 +91,7 @@ class KL(AbstractInference):
             chol=factor[0],
             mean=K @ alpha,
             log_marginal=elbo(K, likelihood, y, tau, nu, factor),  # envelope theorem: sites held fixed
-            info=SolverInfo(num_steps=steps, converged=converged, max_change=change),
+            info=SolverInfo(num_steps=steps, status=status, max_change=change),
             warm_start=(tau, nu),
         )
 

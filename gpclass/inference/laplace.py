@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._linalg import factor_b, half_log_det_b, solve_i_plus_wk, sqrt_precision
+from .._status import solver_status
 from ._base import AbstractInference
 from ._newton import newton
 from ._posterior import SolverInfo
@@ -39,16 +40,12 @@ class Laplace(AbstractInference):
         max_halvings: largest number of step halvings within one Newton step.
         jitter: added to the diagonal of K before inference (0 by default:
             B is well conditioned without it).
-        throw: raise (through ``eqx.error_if``, inside jit) if the Newton
-            iterations did not converge.  With ``throw=False`` the failure is
-            reported in ``posterior.info.converged``.
     """
 
     rtol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=100)
     max_halvings: int = eqx.field(static=True, default=30)
     jitter: float = eqx.field(static=True, default=0.0)
-    throw: bool = eqx.field(static=True, default=True)
 
     def solve(self, K, likelihood, y, init=None, key=None):
         if not likelihood.log_concave:
@@ -60,10 +57,7 @@ class Laplace(AbstractInference):
         K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
         a0 = jnp.zeros(n, dtype=K.dtype) if init is None else _better_start(K, likelihood, y, init)
         f, num_steps, converged, a, max_change = _mode(self, K, likelihood, y, a0)
-        if self.throw:
-            f = eqx.error_if(
-                f, ~converged, "Laplace: Newton iterations did not converge (raise max_steps, or pass throw=False)."
-            )
+        status = solver_status(converged, num_steps, self.max_steps, jnp.all(jnp.isfinite(f)))
         log_lik, grad, W = likelihood.derivatives(y, f)
         sqrt_w = sqrt_precision(W)
         L = factor_b(K, sqrt_w)
@@ -77,7 +71,7 @@ class Laplace(AbstractInference):
             chol=L,
             mean=f,
             log_marginal=log_marginal,
-            info=SolverInfo(num_steps=num_steps, converged=converged, max_change=max_change),
+            info=SolverInfo(num_steps=num_steps, status=status, max_change=max_change),
             warm_start=lax.stop_gradient(a),
         )
 
@@ -91,10 +85,7 @@ class Laplace(AbstractInference):
         K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
         a0 = jnp.zeros((n, num_classes), dtype=K.dtype) if init is None else better_start(K, Y, init)
         F, num_steps, converged, a, max_change = softmax_mode(self, K, Y, a0)
-        if self.throw:
-            F = eqx.error_if(
-                F, ~converged, "Laplace: Newton iterations did not converge (raise max_steps, or pass throw=False)."
-            )
+        status = solver_status(converged, num_steps, self.max_steps, jnp.all(jnp.isfinite(F)))
         pi = jax.nn.softmax(F, axis=1)
         L, E, M = softmax_blocks(K, pi)
         return dict(
@@ -103,7 +94,7 @@ class Laplace(AbstractInference):
             chol_sum_e=M,
             mean=F,
             log_marginal=softmax_log_marginal(Y, F, L, M),
-            info=SolverInfo(num_steps=num_steps, converged=converged, max_change=max_change),
+            info=SolverInfo(num_steps=num_steps, status=status, max_change=max_change),
             warm_start=lax.stop_gradient(a),
         )
 

@@ -14,7 +14,7 @@ from jax import lax
 
 from ._base import AbstractInference
 from ._posterior import SamplePosterior, SamplerInfo
-from ._samplers import acceptance_summary, make_kernel, prior_factor
+from ._samplers import acceptance_summary, finite_status, make_kernel, prior_factor
 
 
 class MCMC(AbstractInference):
@@ -32,7 +32,6 @@ class MCMC(AbstractInference):
         step_size, num_leapfrog: HMC settings (whitened coordinates, unit masses).
         jitter: ``jitter * mean(diag K)`` is added to the diagonal of K before
             whitening (the samples and the predictions use the same jittered prior).
-        throw: raise if a sample is not finite.
     """
 
     sampler: str = eqx.field(static=True, default="elliptical_slice")
@@ -43,7 +42,6 @@ class MCMC(AbstractInference):
     step_size: float = eqx.field(static=True, default=0.1)
     num_leapfrog: int = eqx.field(static=True, default=20)
     jitter: float = eqx.field(static=True, default=1e-10)
-    throw: bool = eqx.field(static=True, default=True)
 
     posterior_class = SamplePosterior
 
@@ -84,8 +82,6 @@ class MCMC(AbstractInference):
 
         positions, info, last = jax.vmap(chain)(jax.random.split(key, self.num_chains), start)
         samples = positions.reshape(-1, K.shape[0]) @ L.T
-        if self.throw:
-            samples = eqx.error_if(samples, ~jnp.all(jnp.isfinite(samples)), "MCMC: a sample is not finite.")
         acceptance, evaluations = acceptance_summary(info)
         nan = jnp.asarray(jnp.nan, K.dtype)
         return dict(
@@ -94,6 +90,8 @@ class MCMC(AbstractInference):
             chol=L,
             log_marginal=nan,
             log_marginal_se=nan,
-            info=SamplerInfo(acceptance_rate=acceptance, evaluations_per_step=evaluations),
+            info=SamplerInfo(
+                acceptance_rate=acceptance, evaluations_per_step=evaluations, status=finite_status(samples)
+            ),
             warm_start=lax.stop_gradient(last),
         )
