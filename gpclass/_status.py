@@ -79,6 +79,7 @@ def raise_unless_successful(x, status: Int[Array, ""], who: str):
     """
     messages = [f"{who} did not converge ({s.name}): {s.message} Pass throw=False to get the result with its status."
                 for s in Status]
+    status = jax.lax.stop_gradient(status)  # an integer: no derivative (it may come out of a custom_vjp)
     leaves, treedef = jax.tree.flatten(x)
     is_float = [eqx.is_inexact_array(leaf) for leaf in leaves]
     others = [leaf for leaf, f in zip(leaves, is_float) if not f]

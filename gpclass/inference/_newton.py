@@ -8,11 +8,24 @@ beyond its rounding level, which guarantees progress for a concave Psi.
 """
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
 
+from .._iterate import all_finite, iterate
 from .._types import Array
+
+
+class _Newton(NamedTuple):
+    """The current point a, f = K a and Psi(a); the last full step's relative size in f and how it ended."""
+
+    a: Array
+    f: Array
+    psi: Array
+    change: Array
+    converged: Array
+    stalled: Array
 
 
 def newton(
@@ -24,7 +37,7 @@ def newton(
     max_steps: int,
     max_halvings: int,
 ):
-    """Maximise Psi from a0; returns (f^, a^, steps, converged, size of the last full step).
+    """Maximise Psi from a0; returns (f^, a^, steps, status, size of the last full step).
 
     Args:
         psi: ``psi(a) -> (Psi(a), f = K a)``.
@@ -37,47 +50,41 @@ def newton(
     """
     eps = jnp.finfo(a0.dtype).eps
     rtol = jnp.sqrt(eps) if rtol is None else rtol
-    psi0, f0 = psi(a0)
 
     def acceptable(psi_t, psi_now, noise):
         # Psi must not decrease beyond its rounding level: near the mode a Newton
         # step of size delta changes Psi by O(delta^2), below what Psi resolves.
         return psi_t >= psi_now - 8.0 * (noise + eps * jnp.abs(psi_now))
 
-    def halve(state):
-        t, _, _, k, da, a, psi_now, noise = state
-        t = 0.5 * t
-        psi_t, f_t = psi(a + t * da)
-        return t, psi_t, f_t, k + 1, da, a, psi_now, noise
-
-    def step(state):
-        a, f, psi_now, i, _, _, _ = state
-        da, noise = direction(a, f)
-        psi_t, f_t = psi(a + da)
+    def step(s: _Newton) -> _Newton:
+        da, noise = direction(s.a, s.f)
+        psi_t, f_t = psi(s.a + da)
         # Converged when the full Newton step is small (then it is taken whatever
         # Psi says, as Psi cannot resolve such a step); otherwise halve the step
         # until Psi does not decrease: the Newton direction ascends Psi (concave
         # for log-concave likelihoods), so some t in {1, 1/2, 1/4, ...} works.
-        change = jnp.max(jnp.abs(f_t - f)) / (1.0 + jnp.max(jnp.abs(f_t)))
+        change = jnp.max(jnp.abs(f_t - s.f)) / (1.0 + jnp.max(jnp.abs(f_t)))
         small = change <= rtol
-        t, psi_t, f_t, *_ = lax.while_loop(
-            lambda s: ~small & ~acceptable(s[1], s[6], s[7]) & (s[3] < max_halvings),
+
+        def halve(h):
+            t, _, _, k = h
+            psi_t, f_t = psi(s.a + 0.5 * t * da)
+            return 0.5 * t, psi_t, f_t, k + 1
+
+        t, psi_t, f_t, _ = lax.while_loop(
+            lambda h: ~small & ~acceptable(h[1], s.psi, noise) & (h[3] < max_halvings),
             halve,
-            (jnp.ones((), a.dtype), psi_t, f_t, 0, da, a, psi_now, noise),
+            (jnp.ones((), s.a.dtype), psi_t, f_t, 0),
         )
-        accepted = small | acceptable(psi_t, psi_now, noise)
-        a_next = jnp.where(accepted, a + t * da, a)
-        f_next = jnp.where(accepted, f_t, f)
-        psi_next = jnp.where(accepted, psi_t, psi_now)
-        converged = small & jnp.isfinite(psi_t)
-        # A step that cannot be accepted at any length ends the iterations unconverged.
-        return a_next, f_next, psi_next, i + 1, converged | ~accepted, converged, change
+        accepted = small | acceptable(psi_t, s.psi, noise)
+        keep = lambda new, old: jnp.where(accepted, new, old)  # noqa: E731
+        # A step that cannot be accepted at any length ends the iterations unconverged (stalled).
+        return _Newton(keep(s.a + t * da, s.a), keep(f_t, s.f), keep(psi_t, s.psi), change,
+                       small & jnp.isfinite(psi_t), ~accepted)
 
-    def keep_going(state):
-        _, _, _, i, done, _, _ = state
-        return ~done & (i < max_steps)
-
+    psi0, f0 = psi(a0)
     false = jnp.asarray(False)
-    inf = jnp.asarray(jnp.inf, a0.dtype)
-    a, f, _, steps, _, converged, change = lax.while_loop(keep_going, step, (a0, f0, psi0, 0, false, false, inf))
-    return f, a, steps, converged, change
+    start = _Newton(a0, f0, psi0, jnp.asarray(jnp.inf, a0.dtype), false, false)
+    end = iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=max_steps,
+                  finite=lambda s: all_finite(s.f))
+    return end.state.f, end.state.a, end.num_steps, end.status, end.state.change

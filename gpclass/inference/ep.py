@@ -31,6 +31,7 @@ differentiated and memory does not depend on the number of sweeps.
 """
 
 import functools
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -38,8 +39,10 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
+from .._iterate import all_finite, iterate, relative_change
 from .._linalg import factor_b, half_log_det, sqrt_precision
-from .._status import solver_status
+from .._status import Status
+from .._types import Array
 from ._base import AbstractInference
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals
@@ -91,11 +94,9 @@ class EP(AbstractInference):
         if likelihood.log_concave:
             # dL/ds = 0 at the fixed point (module docstring): the converged sites carry no derivative.
             constants = lax.stop_gradient((K, likelihood, y, tau0, nu0))
-            tau, nu, sweeps, converged, change = _run_sweeps(self, *constants, key)
+            tau, nu, sweeps, status, change = _run_sweeps(self, *constants, key)
         else:
-            tau, nu, sweeps, converged, change = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
-        finite = jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
-        status = solver_status(converged, sweeps, self.max_sweeps, finite)
+            tau, nu, sweeps, status, change = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
         sqrt_tau = sqrt_precision(tau)
         L = factor_b(K, sqrt_tau)
         alpha = site_alpha(K, tau, nu, L)  # predictive form, GPML Algorithm 3.6
@@ -123,8 +124,23 @@ def _fixed_point(method: EP, K, likelihood, y, tau0, nu0, key):
     return _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
 
 
+class _Sweeps(NamedTuple):
+    """EP's state after a sweep: the sites, their factorisation, log Z_EP, and the last sweep's changes."""
+
+    tau: Array
+    nu: Array
+    factor: tuple[Array, Array]
+    log_z: Array
+    sweep: Array  # sweeps taken: the random order's permutation index
+    change: Array  # relative change of the sites (tau~ and nu~ separately, the larger)
+    log_z_change: Array
+
+
 def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
-    """EP sweeps in ``lax.while_loop`` until the sites and log Z_EP stop changing."""
+    """EP sweeps (:func:`gpclass._iterate.iterate`) until the sites and log Z_EP stop changing.
+
+    Returns (tau~, nu~, sweeps, status, the last relative change of the sites).
+    """
     n = K.shape[0]
     tol = method.resolved_tol(K.dtype)
     damping = method.resolved_damping(likelihood)
@@ -135,33 +151,26 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
         order = jnp.arange(n) if method.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, i), n)
         return _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor)
 
-    def body(state):
-        tau, nu, factor, log_z, i, _, _ = state
-        new_tau, new_nu = sweep(tau, nu, i, factor)
+    def step(s: _Sweeps) -> _Sweeps:
+        tau, nu = sweep(s.tau, s.nu, s.sweep, s.factor)
         # One factorisation per sweep, shared by log Z_EP here and the next sweep's marginals.
-        new_factor = factor_sites(K, new_tau)
-        new_log_z = _log_marginal(K, likelihood, y, new_tau, new_nu, factor=new_factor)
-        change = jnp.maximum(
-            jnp.max(jnp.abs(new_tau - tau)) / (1.0 + jnp.max(jnp.abs(new_tau))),
-            jnp.max(jnp.abs(new_nu - nu)) / (1.0 + jnp.max(jnp.abs(new_nu))),
-        )
-        converged = (change <= tol) & (jnp.abs(new_log_z - log_z) <= tol * (1.0 + jnp.abs(new_log_z)))
-        return new_tau, new_nu, new_factor, new_log_z, i + 1, converged, change
+        factor = factor_sites(K, tau)
+        log_z = _log_marginal(K, likelihood, y, tau, nu, factor=factor)
+        change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))
+        return _Sweeps(tau, nu, factor, log_z, s.sweep + 1, change, jnp.abs(log_z - s.log_z))
 
-    def keep_going(state):
-        *_, i, converged, _ = state
-        return ~converged & (i < method.max_sweeps)
+    def terminate(s: _Sweeps):
+        return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
 
-    dtype = K.dtype
-    state = (tau0, nu0, factor_sites(K, tau0), jnp.asarray(-jnp.inf, dtype), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
-    tau, nu, _, _, sweeps, converged, change = lax.while_loop(keep_going, body, state)
-    converged = converged & jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
-    return tau, nu, sweeps, converged, change
+    inf = jnp.asarray(jnp.inf, K.dtype)
+    start = _Sweeps(tau0, nu0, factor_sites(K, tau0), -inf, jnp.asarray(0), inf, inf)
+    end = iterate(step, terminate, start, max_steps=method.max_sweeps, finite=lambda s: all_finite(s.tau, s.nu))
+    return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change
 
 
 def _fixed_point_fwd(method, K, likelihood, y, tau0, nu0, key):
     out = _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
-    return out, (K, likelihood, y, out[0], out[1], out[3])
+    return out, (K, likelihood, y, out[0], out[1], out[3] == Status.CONVERGED)
 
 
 def _fixed_point_bwd(method, residuals, cotangents):

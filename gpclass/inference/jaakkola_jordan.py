@@ -42,14 +42,17 @@ is differentiated this way; the other posterior fields hold the variational
 parameters fixed.
 """
 
+from typing import NamedTuple
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
+from .._iterate import all_finite, iterate, relative_change, rounding_level
 from .._linalg import factor_b, half_log_det, solve_b, sqrt_precision
-from .._status import solver_status
+from .._types import Array
 from ..likelihoods import Logistic
 from ._base import AbstractInference
 from ._posterior import SolverInfo
@@ -153,14 +156,23 @@ def _lower_candidates(K, y, nu, factor):
     return nu_em, jnp.abs(nu + delta)  # the bound is even in nu
 
 
+class _LowerState(NamedTuple):
+    """nu, the factorisation of B at the sites 2 lambda(nu), log Z'(nu), the last relative change of nu."""
+
+    nu: Array
+    factor: tuple[Array, Array]
+    log_z: Array
+    change: Array
+    converged: Array
+
+
 def _solve_lower(method, K, y, init, tol):
-    """Newton steps on the stationarity condition nu_n^2 = E_q[a_n^2], safeguarded by EM, in ``lax.while_loop``.
+    """Newton steps on the stationarity condition nu_n^2 = E_q[a_n^2], safeguarded by EM, (:func:`gpclass._iterate.iterate`).
 
     A Newton candidate is taken when it does not lower log Z'; otherwise the EM
     update, which never lowers it.  Near the optimum Newton converges quadratically.
     """
     dtype = K.dtype
-    eps = jnp.finfo(dtype).eps
     d = 0.5 * y
     # Start from the EM update applied to the prior (q = N(0, C)): nu_n^2 = C_nn, also for the zero entries of a
     # warm start (nu = 0 carries no information: an all-zero warm start means no warm start, as for every method).
@@ -171,26 +183,22 @@ def _solve_lower(method, K, y, init, tol):
         factor = factor_sites(K, 2.0 * jj_lambda(nu))
         return nu, factor, lower_bound(K, y, nu, factor)
 
-    def body(state):
-        nu, factor, log_z, i, _, _ = state
-        nu_em, nu_newton = _lower_candidates(K, y, nu, factor)
-        noise = 8.0 * eps * (1.0 + jnp.abs(log_z) + jnp.abs(jnp.dot(d, K @ d)) + jnp.sum(nu))
+    def step(s: _LowerState) -> _LowerState:
+        nu_em, nu_newton = _lower_candidates(K, y, s.nu, s.factor)
+        noise = rounding_level(dtype, 1.0 + jnp.abs(s.log_z) + jnp.abs(jnp.dot(d, K @ d)) + jnp.sum(s.nu))
         newton = evaluate(nu_newton)
-        new_nu, new_factor, new_log_z = lax.cond(
-            jnp.isfinite(newton[2]) & (newton[2] >= log_z - noise), lambda: newton, lambda: evaluate(nu_em)
+        nu, factor, log_z = lax.cond(
+            jnp.isfinite(newton[2]) & (newton[2] >= s.log_z - noise), lambda: newton, lambda: evaluate(nu_em)
         )
-        change = jnp.max(jnp.abs(new_nu - nu)) / (1.0 + jnp.max(new_nu))
-        converged = (change <= tol) & (jnp.abs(new_log_z - log_z) <= tol * (1.0 + jnp.abs(new_log_z)))
-        return new_nu, new_factor, new_log_z, i + 1, converged, change
+        change = relative_change(nu, s.nu)
+        converged = (change <= tol) & (jnp.abs(log_z - s.log_z) <= tol * (1.0 + jnp.abs(log_z)))
+        return _LowerState(nu, factor, log_z, change, converged)
 
-    def keep_going(state):
-        *_, i, converged, _ = state
-        return ~converged & (i < method.max_steps)
-
-    state = (*evaluate(nu0), 0, jnp.asarray(False), jnp.asarray(jnp.inf, dtype))
-    nu, _, _, steps, converged, change = lax.while_loop(keep_going, body, state)
+    start = _LowerState(*evaluate(nu0), jnp.asarray(jnp.inf, dtype), jnp.asarray(False))
+    end = iterate(step, lambda s: (s.converged, jnp.asarray(False)), start, max_steps=method.max_steps,
+                  finite=lambda s: all_finite(s.nu))
+    nu, steps, status, change = end.state.nu, end.num_steps, end.status, end.state.change
     nu = lax.stop_gradient(nu)
-    status = solver_status(converged, steps, method.max_steps, jnp.all(jnp.isfinite(nu)))
     # Differentiable in K with nu held fixed: the envelope theorem (module docstring).
     tau = 2.0 * jj_lambda(nu)
     factor = factor_sites(K, tau)
@@ -236,50 +244,52 @@ def _upper_newton_direction(K, y, eta):
     return -y * (u - K @ (sqrt_d * solve_b(L, sqrt_d * u)))
 
 
+class _UpperState(NamedTuple):
+    """eta = logit(mu), log Z''(eta), the last change of mu, and how the last step ended."""
+
+    eta: Array
+    value: Array
+    change: Array
+    converged: Array
+    stalled: Array
+
+
 def _solve_upper(method, K, y, init, tol):
-    """Damped Newton iterations on the convex log Z''(mu) in ``lax.while_loop``."""
+    """Damped Newton iterations on the convex log Z''(mu) (:func:`gpclass._iterate.iterate`)."""
     dtype = K.dtype
-    eps = jnp.finfo(dtype).eps
     eta0 = jnp.zeros_like(y) if init is None else jnp.asarray(init, dtype)
 
-    def step(state):
-        eta, value, i, _, _, _ = state
-        direction = _upper_newton_direction(K, y, eta)
+    def step(s: _UpperState) -> _UpperState:
+        direction = _upper_newton_direction(K, y, s.eta)
         # Rounding level of the objective: the largest terms are |b^T C b| and the entropies.
-        noise = 8.0 * eps * (jnp.abs(value) + jnp.dot(jnp.abs(y), jnp.abs(K) @ jnp.ones_like(y)) + y.shape[0])
+        scale = jnp.abs(s.value) + jnp.dot(jnp.abs(y), jnp.abs(K) @ jnp.ones_like(y)) + y.shape[0]
+        noise = rounding_level(dtype, scale)
 
-        def halve(s):
-            t, _, k = s
-            return 0.5 * t, upper_bound(K, y, eta + 0.5 * t * direction), k + 1
+        def halve(h):
+            t, _, k = h
+            return 0.5 * t, upper_bound(K, y, s.eta + 0.5 * t * direction), k + 1
 
         t, new_value, _ = lax.while_loop(
-            lambda s: (s[1] > value + noise) & (s[2] < method.max_halvings),
+            lambda h: (h[1] > s.value + noise) & (h[2] < method.max_halvings),
             halve,
-            (jnp.ones((), dtype), upper_bound(K, y, eta + direction), 0),
+            (jnp.ones((), dtype), upper_bound(K, y, s.eta + direction), 0),
         )
-        new_eta = eta + t * direction
-        change = jnp.max(jnp.abs(jax.nn.sigmoid(new_eta) - jax.nn.sigmoid(eta)))
-        converged = (change <= tol) & (jnp.abs(new_value - value) <= tol * (1.0 + jnp.abs(new_value)))
-        accepted = new_value <= value + noise
-        # A direction that cannot be accepted at any length ends the iterations unconverged.
-        return (
-            jnp.where(accepted, new_eta, eta),
-            jnp.where(accepted, new_value, value),
-            i + 1,
-            converged & accepted,
-            ~accepted,
-            change,
+        new_eta = s.eta + t * direction
+        change = jnp.max(jnp.abs(jax.nn.sigmoid(new_eta) - jax.nn.sigmoid(s.eta)))
+        converged = (change <= tol) & (jnp.abs(new_value - s.value) <= tol * (1.0 + jnp.abs(new_value)))
+        accepted = new_value <= s.value + noise
+        # A direction that cannot be accepted at any length ends the iterations unconverged (stalled).
+        return _UpperState(
+            jnp.where(accepted, new_eta, s.eta), jnp.where(accepted, new_value, s.value), change,
+            converged & accepted, ~accepted,
         )
-
-    def keep_going(state):
-        _, _, i, converged, stuck, _ = state
-        return ~converged & ~stuck & (i < method.max_steps)
 
     false = jnp.asarray(False)
-    state = (eta0, upper_bound(K, y, eta0), 0, false, false, jnp.asarray(jnp.inf, dtype))
-    eta, _, steps, converged, _, change = lax.while_loop(keep_going, step, state)
+    start = _UpperState(eta0, upper_bound(K, y, eta0), jnp.asarray(jnp.inf, dtype), false, false)
+    end = iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=method.max_steps,
+                  finite=lambda s: all_finite(s.eta))
+    eta, steps, status, change = end.state.eta, end.num_steps, end.status, end.state.change
     eta = lax.stop_gradient(eta)
-    status = solver_status(converged, steps, method.max_steps, jnp.all(jnp.isfinite(eta)))
     n = K.shape[0]
     b = y * jax.nn.sigmoid(eta)
     fields = dict(

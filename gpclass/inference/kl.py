@@ -33,14 +33,17 @@ sites held fixed (envelope theorem): a ``stop_gradient`` on the converged
 sites, exact at convergence, memory independent of the iteration count.
 """
 
+from typing import NamedTuple
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
+from .._iterate import all_finite, iterate, relative_change, rounding_level
 from .._linalg import half_log_det, sqrt_precision
-from .._status import solver_status
+from .._types import Array
 from ._base import AbstractInference
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals
@@ -80,9 +83,8 @@ class KL(AbstractInference):
         site_tol = (1e-8 if f64 else 1e-4) if self.site_tol is None else self.site_tol
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
-        tau, nu, steps, converged, change = _optimise(self, K, likelihood, y, tau0, nu0, tol, site_tol)
+        tau, nu, steps, status, change = _optimise(self, K, likelihood, y, tau0, nu0, tol, site_tol)
         tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
-        status = solver_status(converged, steps, self.max_steps, jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu)))
         factor = factor_sites(K, tau)
         alpha = site_alpha(K, tau, nu, factor[0])
         return dict(
@@ -157,71 +159,74 @@ def _candidates(K, likelihood, y, tau, nu, factor):
     return target, newton, m
 
 
+class _KLState(NamedTuple):
+    """The sites, their factorisation and the ELBO; the natural-gradient step; how the last step ended."""
+
+    tau: Array
+    nu: Array
+    factor: tuple[Array, Array]
+    value: Array
+    beta: Array
+    change: Array
+    converged: Array
+    stalled: Array
+
+
 def _optimise(method: KL, K, likelihood, y, tau0, nu0, tol, site_tol):
-    """Newton steps on the fixed point, safeguarded by damped natural-gradient steps, in ``lax.while_loop``.
+    """Newton steps on the fixed point, safeguarded by damped natural-gradient steps (:func:`iterate`).
 
     Each step tries the Newton candidate, then the natural-gradient step with
     beta, beta/2, ... until the ELBO does not decrease: the ELBO never decreases.
+    Returns (tau~, nu~, steps, status, the last relative change of the sites).
     """
-    dtype = K.dtype
-    eps = jnp.finfo(dtype).eps
 
-    def relative_change(new_tau, new_nu, tau, nu):
-        return jnp.maximum(
-            jnp.max(jnp.abs(new_tau - tau)) / (1.0 + jnp.max(jnp.abs(new_tau))),
-            jnp.max(jnp.abs(new_nu - nu)) / (1.0 + jnp.max(jnp.abs(new_nu))),
-        )
+    def site_change(new_tau, new_nu, tau, nu):
+        return jnp.maximum(relative_change(new_tau, tau), relative_change(new_nu, nu))
 
-    def step(state):
-        tau, nu, factor, value, beta, i, _, _, _ = state
-        target, newton, m = _candidates(K, likelihood, y, tau, nu, factor)
-        noise = 8.0 * eps * (1.0 + jnp.abs(value) + jnp.sum(jnp.abs(target[1] * m)))
+    def step(s: _KLState) -> _KLState:
+        target, newton, m = _candidates(K, likelihood, y, s.tau, s.nu, s.factor)
+        noise = rounding_level(K.dtype, 1.0 + jnp.abs(s.value) + jnp.sum(jnp.abs(target[1] * m)))
 
         def candidate(k, b):
             use_newton = k == 0
-            new_tau = jnp.where(use_newton, newton[0], (1.0 - b) * tau + b * target[0])
-            new_nu = jnp.where(use_newton, newton[1], (1.0 - b) * nu + b * target[1])
+            new_tau = jnp.where(use_newton, newton[0], (1.0 - b) * s.tau + b * target[0])
+            new_nu = jnp.where(use_newton, newton[1], (1.0 - b) * s.nu + b * target[1])
             new_factor = factor_sites(K, new_tau)
             return new_tau, new_nu, new_factor, elbo(K, likelihood, y, new_tau, new_nu, new_factor)
 
-        def try_again(s):
-            new_tau, new_nu, _, new_value, _, k = s
-            good = (new_value >= value - noise) | (relative_change(new_tau, new_nu, tau, nu) <= site_tol)
+        def try_again(a):
+            new_tau, new_nu, _, new_value, _, k = a
+            good = (new_value >= s.value - noise) | (site_change(new_tau, new_nu, s.tau, s.nu) <= site_tol)
             return (k == 0) | (~good & (k <= method.max_halvings + 1))
 
-        def attempt(s):
-            *_, b, k = s
+        def attempt(a):
+            *_, b, k = a
             b = jnp.where(k <= 1, b, 0.5 * b)  # k = 0: Newton; k = 1: natural gradient with beta; then halve
             return (*candidate(k, b), b, k + 1)
 
         # A do-while loop, so that the ELBO (the expensive graph) is traced once per step.
         new_tau, new_nu, new_factor, new_value, b, k = lax.while_loop(
-            try_again, attempt, (tau, nu, factor, value, beta, 0)
+            try_again, attempt, (s.tau, s.nu, s.factor, s.value, s.beta, 0)
         )
-        change = relative_change(new_tau, new_nu, tau, nu)
-        accepted = (new_value >= value - noise) | (change <= site_tol)
-        converged = accepted & (change <= site_tol) & (jnp.abs(new_value - value) <= tol * (1.0 + jnp.abs(new_value)))
+        change = site_change(new_tau, new_nu, s.tau, s.nu)
+        accepted = (new_value >= s.value - noise) | (change <= site_tol)
+        small = (change <= site_tol) & (jnp.abs(new_value - s.value) <= tol * (1.0 + jnp.abs(new_value)))
         keep = lambda new, old: jnp.where(accepted, new, old)  # noqa: E731
-        return (
-            keep(new_tau, tau),
-            keep(new_nu, nu),
-            jax.tree.map(keep, new_factor, factor),
-            keep(new_value, value),
-            jnp.where(k > 1, jnp.minimum(2.0 * b, 1.0), beta),  # a natural-gradient step was taken
-            i + 1,
-            converged,
-            ~accepted,
+        return _KLState(
+            keep(new_tau, s.tau),
+            keep(new_nu, s.nu),
+            jax.tree.map(keep, new_factor, s.factor),
+            keep(new_value, s.value),
+            jnp.where(k > 1, jnp.minimum(2.0 * b, 1.0), s.beta),  # a natural-gradient step was taken
             change,
+            accepted & small,
+            ~accepted,
         )
-
-    def keep_going(state):
-        *_, i, converged, stuck, _ = state
-        return ~converged & ~stuck & (i < method.max_steps)
 
     factor0 = factor_sites(K, tau0)
     false = jnp.asarray(False)
     value0 = elbo(K, likelihood, y, tau0, nu0, factor0)
-    state = (tau0, nu0, factor0, value0, jnp.ones((), dtype), 0, false, false, jnp.asarray(jnp.inf, dtype))
-    tau, nu, _, _, _, steps, converged, _, change = lax.while_loop(keep_going, step, state)
-    converged = converged & jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
-    return tau, nu, steps, converged, change
+    start = _KLState(tau0, nu0, factor0, value0, jnp.ones((), K.dtype), jnp.asarray(jnp.inf, K.dtype), false, false)
+    end = iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=method.max_steps,
+                  finite=lambda s: all_finite(s.tau, s.nu))
+    return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change

@@ -16,7 +16,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._linalg import factor_b, half_log_det_b, solve_i_plus_wk, sqrt_precision
-from .._status import solver_status
 from ._base import AbstractInference
 from ._newton import newton
 from ._posterior import SolverInfo
@@ -56,8 +55,7 @@ class Laplace(AbstractInference):
         n = K.shape[0]
         K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
         a0 = jnp.zeros(n, dtype=K.dtype) if init is None else _better_start(K, likelihood, y, init)
-        f, num_steps, converged, a, max_change = _mode(self, K, likelihood, y, a0)
-        status = solver_status(converged, num_steps, self.max_steps, jnp.all(jnp.isfinite(f)))
+        f, num_steps, status, a, max_change = _mode(self, K, likelihood, y, a0)
         log_lik, grad, W = likelihood.derivatives(y, f)
         sqrt_w = sqrt_precision(W)
         L = factor_b(K, sqrt_w)
@@ -84,8 +82,7 @@ class Laplace(AbstractInference):
         n = K.shape[-1]
         K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
         a0 = jnp.zeros((n, num_classes), dtype=K.dtype) if init is None else better_start(K, Y, init)
-        F, num_steps, converged, a, max_change = softmax_mode(self, K, Y, a0)
-        status = solver_status(converged, num_steps, self.max_steps, jnp.all(jnp.isfinite(F)))
+        F, num_steps, status, a, max_change = softmax_mode(self, K, Y, a0)
         pi = jax.nn.softmax(F, axis=1)
         L, E, M = softmax_blocks(K, pi)
         return dict(
@@ -133,7 +130,7 @@ def _newton_direction(K, likelihood, y, a, f):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _mode(method: Laplace, K, likelihood, y, a0):
     """The posterior mode f^(K, likelihood), differentiable by the implicit function theorem."""
-    f, a, steps, converged, change = newton(
+    f, a, steps, status, change = newton(
         lambda a: _psi(K, likelihood, y, a),
         lambda a, f: _newton_direction(K, likelihood, y, a, f),
         a0,
@@ -141,12 +138,12 @@ def _mode(method: Laplace, K, likelihood, y, a0):
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )
-    return f, steps, converged, a, change
+    return f, steps, status, a, change
 
 
 def _mode_fwd(method, K, likelihood, y, a0):
-    f, steps, converged, a, change = _mode(method, K, likelihood, y, a0)
-    return (f, steps, converged, a, change), (K, likelihood, y, f)
+    out = _mode(method, K, likelihood, y, a0)
+    return out, (K, likelihood, y, out[0])
 
 
 def _mode_bwd(method, residuals, cotangents):

@@ -105,9 +105,9 @@ def softmax_mode(method, K, Y, a0):
     """The posterior mode F^ (n, C), differentiable by the implicit function theorem.
 
     ``method`` carries the static Newton settings (rtol, max_steps, max_halvings).
-    Returns (F^, steps, converged, a^, size of the last full Newton step).
+    Returns (F^, steps, status, a^, size of the last full Newton step).
     """
-    F, a, steps, converged, change = newton(
+    F, a, steps, status, change = newton(
         lambda a: _psi(K, Y, a),
         lambda a, F: _newton_direction(K, Y, a, F),
         a0,
@@ -115,7 +115,7 @@ def softmax_mode(method, K, Y, a0):
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )
-    return F, steps, converged, a, change
+    return F, steps, status, a, change
 
 
 def _mode_fwd(method, K, Y, a0):
