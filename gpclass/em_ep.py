@@ -23,6 +23,7 @@ import optax
 import optax.tree_utils as otu
 from jax import lax
 
+from ._iterate import tolerance
 from ._status import Status, raise_unless_successful, solver_status
 from ._types import Array, Bool, Float, Int
 from ._validation import Checks, check_binary_labels, check_inputs
@@ -105,9 +106,8 @@ def fit_em_ep(
     checks = Checks()
     X = check_inputs(X, checks=checks)
     X, y = checks.attach((X, check_binary_labels(y, X.shape[0], X.dtype, checks)))
-    f64 = X.dtype == jnp.float64
-    tol = (1e-7 if f64 else 1e-4) if tol is None else tol
-    m_step_gtol = (1e-6 if f64 else 1e-2) if m_step_gtol is None else m_step_gtol
+    tol = tolerance(tol, X.dtype, 1e-7, 1e-4)
+    m_step_gtol = tolerance(m_step_gtol, X.dtype, 1e-6, 1e-2)
     if adapt_epsilon and not isinstance(likelihood, LabelNoise):
         raise ValueError(
             "fit_em_ep(adapt_epsilon=True) needs a LabelNoise likelihood, e.g. "

@@ -51,6 +51,7 @@ from jax import lax
 
 from . import _box as box
 from ._box_lbfgs import BoxLBFGS
+from ._iterate import tolerance
 from ._status import Status, raise_unless_successful, successful
 from ._types import Array, Float, Int
 from ._validation import Checks, check_inputs, check_two_classes
@@ -162,8 +163,7 @@ def fit(
     X = check_inputs(X, checks=checks)
     y = check_two_classes(check_labels(likelihood, y, X, checks), checks)
     dtype = X.dtype
-    if gtol is None:
-        gtol = 1e-5 if dtype == jnp.float64 else 1e-2
+    gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
     if ftol is None:
         ftol = 4 * float(jnp.finfo(dtype).eps)
     lo, hi = (-math.inf, math.inf) if bounds is None else _log_bounds(bounds)

@@ -35,6 +35,13 @@ def site_marginals(K, tau, nu, factor=None):
     return sigma_diag, mu, L
 
 
+def site_posterior(K, tau, nu, L, **fields) -> dict:
+    """The GaussianPosterior fields of prior x sites: alpha = K^-1 mu (``site_alpha``), W^1/2 = S~^1/2, the
+    factor L of B, the mean mu = K alpha, and ``fields`` (log_marginal, info, warm_start) as given."""
+    alpha = site_alpha(K, tau, nu, L)
+    return dict(alpha=alpha, sqrt_w=sqrt_precision(tau), chol=L, mean=K @ alpha, **fields)
+
+
 def site_alpha(K, tau, nu, L):
     """alpha = K^-1 mu = nu~ - S~^1/2 B^-1 S~^1/2 K nu~, the predictive weights (GPML Algorithm 3.6, line 4)."""
     sqrt_tau = sqrt_precision(tau)

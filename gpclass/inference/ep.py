@@ -39,13 +39,13 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
-from .._iterate import all_finite, iterate, relative_change
+from .._iterate import all_finite, iterate, relative_change, tolerance
 from .._linalg import factor_b, half_log_det, sqrt_precision
 from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
 from ._posterior import SolverInfo
-from ._sites import factor_sites, site_alpha, site_covariance, site_marginals
+from ._sites import factor_sites, site_covariance, site_marginals, site_posterior
 
 
 class EP(AbstractInference):
@@ -97,21 +97,16 @@ class EP(AbstractInference):
             tau, nu, sweeps, status, change = _run_sweeps(self, *constants, key)
         else:
             tau, nu, sweeps, status, change = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
-        sqrt_tau = sqrt_precision(tau)
-        L = factor_b(K, sqrt_tau)
-        alpha = site_alpha(K, tau, nu, L)  # predictive form, GPML Algorithm 3.6
-        return dict(
-            alpha=alpha,
-            sqrt_w=sqrt_tau,
-            chol=L,
-            mean=K @ alpha,
+        L = factor_b(K, sqrt_precision(tau))
+        return site_posterior(  # the predictive form of GPML Algorithm 3.6
+            K, tau, nu, L,
             log_marginal=_log_marginal(K, likelihood, y, tau, nu, L),
             info=SolverInfo(num_steps=sweeps, status=status, max_change=change),
             warm_start=(lax.stop_gradient(tau), lax.stop_gradient(nu)),
         )
 
     def resolved_tol(self, dtype):
-        return (1e-10 if dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
+        return tolerance(self.tol, dtype, 1e-10, 1e-5)
 
     def resolved_damping(self, likelihood):
         undamped = self.schedule == "sequential" and likelihood.log_concave

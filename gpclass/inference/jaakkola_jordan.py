@@ -50,13 +50,13 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
-from .._iterate import all_finite, iterate, relative_change, rounding_level
-from .._linalg import factor_b, half_log_det, solve_b, sqrt_precision
+from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
+from .._linalg import factor_b, half_log_det, solve_b
 from .._types import Array
 from ..likelihoods import Logistic
 from ._base import AbstractInference
 from ._posterior import SolverInfo
-from ._sites import factor_sites, site_alpha, site_covariance
+from ._sites import factor_sites, site_covariance, site_posterior
 
 
 class JaakkolaJordan(AbstractInference):
@@ -100,7 +100,7 @@ class JaakkolaJordan(AbstractInference):
                 f"Jaakkola-Jordan bounds are bounds on the logistic sigmoid; got {type(likelihood).__name__}. "
                 "Use gpc.likelihoods.Logistic()."
             )
-        tol = (1e-10 if K.dtype == jnp.float64 else 1e-5) if self.tol is None else self.tol
+        tol = tolerance(self.tol, K.dtype, 1e-10, 1e-5)
         solver = _solve_lower if self.bound == "lower" else _solve_upper
         return solver(self, K, y, init, tol)
 
@@ -202,17 +202,12 @@ def _solve_lower(method, K, y, init, tol):
     # Differentiable in K with nu held fixed: the envelope theorem (module docstring).
     tau = 2.0 * jj_lambda(nu)
     factor = factor_sites(K, tau)
-    alpha = site_alpha(K, tau, d, factor[0])  # H^-1 d, Gibbs & MacKay eq. 17
-    fields = dict(
-        alpha=alpha,
-        sqrt_w=sqrt_precision(tau),
-        chol=factor[0],
-        mean=K @ alpha,
+    return site_posterior(  # alpha = H^-1 d, Gibbs & MacKay eq. 17
+        K, tau, d, factor[0],
         log_marginal=lower_bound(K, y, nu, factor),
         info=SolverInfo(num_steps=steps, status=status, max_change=change),
         warm_start=nu,
     )
-    return fields
 
 
 # --------------------------------------------------------------------------- upper bound

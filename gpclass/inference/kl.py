@@ -41,12 +41,12 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
-from .._iterate import all_finite, iterate, relative_change, rounding_level
-from .._linalg import half_log_det, sqrt_precision
+from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
+from .._linalg import half_log_det
 from .._types import Array
 from ._base import AbstractInference
 from ._posterior import SolverInfo
-from ._sites import factor_sites, site_alpha, site_covariance, site_marginals
+from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
 
 
 class KL(AbstractInference):
@@ -78,20 +78,15 @@ class KL(AbstractInference):
             )
         n = K.shape[0]
         dtype = K.dtype
-        f64 = dtype == jnp.float64
-        tol = (1e-10 if f64 else 1e-6) if self.tol is None else self.tol
-        site_tol = (1e-8 if f64 else 1e-4) if self.site_tol is None else self.site_tol
+        tol = tolerance(self.tol, dtype, 1e-10, 1e-6)
+        site_tol = tolerance(self.site_tol, dtype, 1e-8, 1e-4)
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
         tau, nu, steps, status, change = _optimise(self, K, likelihood, y, tau0, nu0, tol, site_tol)
         tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
         factor = factor_sites(K, tau)
-        alpha = site_alpha(K, tau, nu, factor[0])
-        return dict(
-            alpha=alpha,
-            sqrt_w=sqrt_precision(tau),
-            chol=factor[0],
-            mean=K @ alpha,
+        return site_posterior(
+            K, tau, nu, factor[0],
             log_marginal=elbo(K, likelihood, y, tau, nu, factor),  # envelope theorem: sites held fixed
             info=SolverInfo(num_steps=steps, status=status, max_change=change),
             warm_start=(tau, nu),
