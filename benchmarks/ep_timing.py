@@ -27,7 +27,6 @@ import argparse
 import os
 import time
 
-
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)

@@ -34,7 +34,6 @@ import json
 import os
 import time
 
-
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
@@ -100,7 +99,7 @@ def section_ard(seeds, max_em_steps, ml2=True):
     for seed in seeds:
         X, y, Xt, yt = ard_data(seed)
         for name, inv_l in [("single", 0.05), ("multiple", np.full(6, 0.05))]:
-            res, secs = run_em(kg_kernel(6, inv_l), step_likelihood(0.0), X, y, max_em_steps=max_em_steps)
+            res, secs = run_em(kg_kernel(6, inv_l), step_likelihood(0.0), X, y, max_steps=max_em_steps)
             row = dict(seed=seed, model=name, log_evidence=float(res.log_marginal), bound=float(res.bound),
                        error=test_error(res.posterior, Xt, yt), em_steps=int(res.num_steps),
                        converged=bool(res.converged), seconds=round(secs, 1), **describe(res.kernel, res.likelihood))
@@ -145,7 +144,7 @@ def section_circle(seeds, max_em_steps):
         X, y, Xt, yt = circle_data(seed)
         kernel = kg_kernel(2, np.full(2, 0.1), v1=1e-8, v2=1e-6)  # their footnote 3
         for name, eps, adapt in [("adapted", 0.01, True), ("eps=0", 0.0, False)]:
-            res, secs = run_em(kernel, step_likelihood(eps), X, y, adapt_epsilon=adapt, max_em_steps=max_em_steps)
+            res, secs = run_em(kernel, step_likelihood(eps), X, y, adapt_epsilon=adapt, max_steps=max_em_steps)
             row = dict(seed=seed, model=name, log_evidence=float(res.log_marginal), error=test_error(res.posterior, Xt, yt),
                        em_steps=int(res.num_steps), converged=bool(res.converged), seconds=round(secs, 1),
                        **describe(res.kernel, res.likelihood))
@@ -193,9 +192,9 @@ def section_cv(datasets, n_folds, max_em_steps, max_steps, skip_folds=0, checkpo
             X, Xt = (X_all[train] - mu) / sd, (X_all[test] - mu) / sd
             y, yt = y_all[train], y_all[test]
             start = kg_kernel(d, 0.05)  # their footnote 7, eps^0 = 0
-            s_fit, s_secs = run_em(start, step_likelihood(0.0), X, y, max_em_steps=max_em_steps)
+            s_fit, s_secs = run_em(start, step_likelihood(0.0), X, y, max_steps=max_em_steps)
             ard_start = eqx_tree_ard(s_fit.kernel, d)
-            m_fit, m_secs = run_em(ard_start, s_fit.likelihood, X, y, max_em_steps=max_em_steps)
+            m_fit, m_secs = run_em(ard_start, s_fit.likelihood, X, y, max_steps=max_em_steps)
             t0 = time.perf_counter()
             ml = ml2_fit(start, X, y, max_steps)
             ml_secs = time.perf_counter() - t0

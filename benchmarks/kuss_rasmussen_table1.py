@@ -83,8 +83,6 @@ import numpy as np  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
-
-
 DATASETS = ("ionosphere", "wisconsin", "pima", "crabs", "usps35")
 # Kuss & Rasmussen 2005, Table 1: (E %, I bits, |m|) per method.
 PUBLISHED = {
@@ -201,7 +199,7 @@ def time_sweeps(X_train, y_train, repeats=3):
     lik = gpc.likelihoods.Probit()
 
     def solve_time(schedule, sweeps):
-        method = gpc.EP(schedule=schedule, max_sweeps=sweeps)
+        method = gpc.EP(schedule=schedule, max_steps=sweeps)
         solve = jax.jit(lambda X, y: gpc.infer(method, kernel, lik, X, y, throw=False).log_marginal)
         jax.block_until_ready(solve(X, y))
         times = []

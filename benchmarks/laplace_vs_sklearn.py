@@ -207,11 +207,10 @@ class CountingLogistic(gpc.likelihoods.Logistic):
 
 
 def header(args):
-    from threadpoolctl import threadpool_info
-
     import equinox
     import jaxlib
     import optax
+    from threadpoolctl import threadpool_info
 
     # jaxlib's CPU LAPACK kernels (potrf, trsm) are scipy's cython_lapack, i.e. scipy's
     # OpenBLAS; make sure it is loaded before asking threadpoolctl.

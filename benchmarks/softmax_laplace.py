@@ -29,7 +29,6 @@ import os
 import time
 import warnings
 
-
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)

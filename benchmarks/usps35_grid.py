@@ -86,7 +86,7 @@ def load_split():
 def make_method(name, max_steps, max_sweeps):
     if name == "laplace":
         return gpc.Laplace(max_steps=max_steps)
-    return gpc.EP(schedule="parallel", max_sweeps=max_sweeps)
+    return gpc.EP(schedule="parallel", max_steps=max_sweeps)
 
 
 def grid_function(method):
@@ -209,9 +209,9 @@ def plot(name, out, summary, log_l_axis, log_sf_axis, path):
                            log_sf_axis[-1] + ds / 2])
     if len(log_l_axis) * len(log_sf_axis) <= 21 * 21:
         for a, s in enumerate(log_sf_axis):
-            for b, l in enumerate(log_l_axis):
+            for b, log_l in enumerate(log_l_axis):
                 text = str(int(out["errors"][a, b])) if ok[a, b] else "x"
-                axes[2].text(l, s, text, ha="center", va="center", fontsize=6 if len(log_l_axis) > 11 else 8,
+                axes[2].text(log_l, s, text, ha="center", va="center", fontsize=6 if len(log_l_axis) > 11 else 8,
                              color="w")
     axes[2].set_title(f"test errors (out of {N_TEST}); fewest {summary['min_errors']}")
     for ax in axes:

@@ -40,7 +40,6 @@ import json
 import os
 import time
 
-
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)

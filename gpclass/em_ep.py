@@ -53,7 +53,7 @@ class EMEPResult(eqx.Module):
     posterior: GaussianPosterior
     log_marginal: Float[Array, ""]
     bound: Float[Array, ""]
-    history: Float[Array, " max_em_steps"]
+    history: Float[Array, " max_steps"]
     num_steps: Int[Array, ""]
     status: Int[Array, ""]
     m_step_converged: Bool[Array, ""]
@@ -72,7 +72,7 @@ def fit_em_ep(
     *,
     method: EP | None = None,
     adapt_epsilon: bool = True,
-    max_em_steps: int = 200,
+    max_steps: int = 200,
     tol: float | None = None,
     m_step_max_steps: int = 50,
     m_step_gtol: float | None = None,
@@ -94,7 +94,7 @@ def fit_em_ep(
         method: the E-step, ``gpc.EP()`` by default (sites warm-started from
             the previous E-step).
         adapt_epsilon: update epsilon = r/n (needs a ``LabelNoise`` likelihood).
-        max_em_steps: largest number of EM iterations.
+        max_steps: largest number of EM iterations.
         tol: stop when log q_EP(y|X) changes by at most tol (1 + |log q|) in one
             EM step.  ``None``: 1e-7 in float64, 1e-4 in float32.
         m_step_max_steps, m_step_gtol: L-BFGS steps and gradient tolerance
@@ -131,7 +131,7 @@ def fit_em_ep(
         )
         if adapt_epsilon:
             errors = jnp.sum(jnp.sign(posterior.mean) != y)
-            likelihood = eqx.tree_at(lambda l: l.epsilon, likelihood, (errors / y.shape[0]).astype(X.dtype))
+            likelihood = eqx.tree_at(lambda lik: lik.epsilon, likelihood, (errors / y.shape[0]).astype(X.dtype))
         return log_params, likelihood, converged
 
     def step(state):
@@ -154,10 +154,10 @@ def fit_em_ep(
 
     log_params = to_free(params)
     posterior = e_step(log_params, likelihood, None)
-    history = jnp.full((max_em_steps,), jnp.nan, dtype=X.dtype)
+    history = jnp.full((max_steps,), jnp.nan, dtype=X.dtype)
     state = (log_params, likelihood, posterior, 0, history, jnp.asarray(False), jnp.asarray(True))
     log_params, likelihood, posterior, num_steps, history, done, m_ok = lax.while_loop(
-        lambda s: ~s[5] & (s[3] < max_em_steps), step, state
+        lambda s: ~s[5] & (s[3] < max_steps), step, state
     )
     finite = jnp.isfinite(posterior.log_marginal)
     result = EMEPResult(
@@ -168,7 +168,7 @@ def fit_em_ep(
         bound=variational_bound(posterior, y),
         history=history,
         num_steps=jnp.asarray(num_steps),
-        status=solver_status(done & posterior.info.converged & finite, num_steps, max_em_steps, finite),
+        status=solver_status(done & posterior.info.converged & finite, num_steps, max_steps, finite),
         m_step_converged=m_ok,
     )
     return raise_unless_successful(result, result.status, "fit_em_ep") if throw else result

@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import gram, jit_call
 from scipy.special import expit, log_expit, logsumexp, softmax
 from scipy.stats import norm
 
 import gpclass as gpc
-from conftest import gram, jit_call
 from gpclass._validation import Checks
 
 LOGISTIC = gpc.likelihoods.Logistic()

@@ -4,10 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import brute_force_log_z, central_difference, gram
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from conftest import brute_force_log_z, central_difference, gram
 
 PROBIT = gpc.likelihoods.Probit()
 
@@ -134,7 +134,7 @@ def test_em_ep_needs_label_noise_to_adapt_epsilon():
 def run_em_ep(X, y):
     """The EM-EP fit of ``em_fit``: data of its shape share one compilation."""
     lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon=0.01)
-    return gpc.fit_em_ep(kim_ghahramani_kernel(2), lik, X, y, max_em_steps=400)
+    return gpc.fit_em_ep(kim_ghahramani_kernel(2), lik, X, y, max_steps=400)
 
 
 def test_em_ep_under_vmap_matches_one_by_one(em_fit):

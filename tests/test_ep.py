@@ -7,9 +7,6 @@ Gradients against finite differences, for every schedule and likelihood on hard 
 import jax
 import numpy as np
 import pytest
-from scipy import integrate, special, stats
-
-import gpclass as gpc
 from conftest import (
     brute_force_log_z,
     central_difference,
@@ -19,6 +16,9 @@ from conftest import (
     se_kernel,
     standardised_subset,
 )
+from scipy import integrate, special, stats
+
+import gpclass as gpc
 
 LIKELIHOODS = pytest.mark.parametrize(
     "lik", [gpc.likelihoods.Probit(), gpc.likelihoods.Logistic()], ids=["probit", "logistic"]
@@ -146,10 +146,10 @@ def test_vmap_matches_loop_and_non_convergence_is_reported():
         np.testing.assert_allclose(float(batched[0][i]), single(log_vs[i], 0.7), rtol=1e-10)
         fd = central_difference(lambda t: single(*t), [log_vs[i], 0.7])
         np.testing.assert_allclose([g[i] for g in batched[1]], fd, rtol=1e-6)
-    post = gpc.infer(gpc.EP(max_sweeps=1), se_kernel(1.0, 0.0), lik, Xs[0], ys[0], throw=False)
+    post = gpc.infer(gpc.EP(max_steps=1), se_kernel(1.0, 0.0), lik, Xs[0], ys[0], throw=False)
     assert int(post.info.status) == gpc.Status.MAX_STEPS and int(post.info.num_steps) == 1
     with pytest.raises(Exception, match=r"EP did not converge \(MAX_STEPS\)"):
-        gpc.infer(gpc.EP(max_sweeps=1), se_kernel(1.0, 0.0), lik, Xs[0], ys[0])
+        gpc.infer(gpc.EP(max_steps=1), se_kernel(1.0, 0.0), lik, Xs[0], ys[0])
     with pytest.raises(ValueError, match="schedule"):
         gpc.EP(schedule="random")
 

@@ -12,10 +12,10 @@ import functools
 
 import jax
 import numpy as np
+from conftest import central_difference, se_kernel, standardised_subset
 from scipy import special
 
 import gpclass as gpc
-from conftest import central_difference, se_kernel, standardised_subset
 
 N = 100  # > 64 and not a multiple of 64: blocks of 64 and 36 (+ 28 padding) sites
 LOG_VARIANCE, LOG_LENGTHSCALE = np.log(10.0), np.log(2.0)
@@ -112,7 +112,7 @@ def numpy_fixed_point():
 @jax.jit
 def one_sweep(theta, X, y, init):
     """The library's sequential EP stopped after exactly one sweep from ``init``: its sites and log Z_EP there."""
-    method = gpc.EP(schedule="sequential", max_sweeps=1)
+    method = gpc.EP(schedule="sequential", max_steps=1)
     post = gpc.infer(method, se_kernel(*theta), PROBIT, X, y, init=init, throw=False)
     return post.warm_start, post.log_marginal, post.info.num_steps
 

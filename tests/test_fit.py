@@ -11,11 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from conftest import as_float64, toy_data
 from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import gpclass as gpc
-from conftest import as_float64, toy_data
 
 LOGISTIC = gpc.likelihoods.Logistic()
 SKLEARN_BOUNDS = (1e-5, 1e5)  # scikit-learn's default box on every hyperparameter

@@ -7,10 +7,10 @@ tests/test_fit.py).
 
 import numpy as np
 import pytest
-
-import gpclass as gpc
 from conftest import toy_data
 from test_fit import LOGISTIC, START, check_stationary
+
+import gpclass as gpc
 
 FLIPPED = 0.1  # fraction of toy labels flipped, for the label-noise model to estimate
 

@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import central_difference, se_kernel, standardised_subset
 
 import gpclass as gpc
-from conftest import central_difference, se_kernel, standardised_subset
 
 
 class Tolerance(typing.NamedTuple):

@@ -144,7 +144,7 @@ def test_ep_gradient_where_inputs_repeat(name):
     Its implicit adjoint was the iteration lambda <- dL/ds + J^T lambda with J the Jacobian of the undamped
     parallel EP update, and with repeated and near-repeated rows J has an eigenvalue below -1 (here -1.41 for the
     probit, -1.37 for the logistic: the oscillation of undamped parallel EP on strongly correlated sites), so the
-    iteration diverged over its max_sweeps = 200 steps from the ~1e-8 convergence residual of dL/ds.  On these
+    iteration diverged over its max_steps = 200 sweeps from the ~1e-8 convergence residual of dL/ds.  On these
     30 cases at sigma_f = e^3, l = 3 the old gradients were 2e20 (probit) and 6e17 (logistic) against finite
     differences of ~1.5.  (The parallel schedule iterated its damped map, which contracted here: its gradient was
     right, and is checked as well.)  Checked along (log sigma_f, log l) as in the report.

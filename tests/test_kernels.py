@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import jit_call
 
 import gpclass as gpc
-from conftest import jit_call
 
 X1 = np.random.default_rng(0).normal(size=(7, 3))
 X2 = np.random.default_rng(1).normal(size=(5, 3))

@@ -5,13 +5,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import as_float64, central_difference, log_marginal_functions, se_kernel, standardised_subset
 from scipy import optimize, special, stats
 from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import gpclass as gpc
 from gpclass._validation import check_binary_labels
-from conftest import as_float64, central_difference, log_marginal_functions, se_kernel, standardised_subset
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 LIKELIHOODS = pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])

@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 import pytest
+from conftest import jit_call
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from conftest import jit_call
 
 LIKELIHOODS = [gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()]
 F = np.array([-30.0, -8.0, -2.0, -0.3, 0.0, 0.4, 3.0, 12.0, 35.0])

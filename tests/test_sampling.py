@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import brute_force_log_z, gram
 from jax.scipy.stats import norm
 from scipy.stats import norm as sp_norm
 
 import gpclass as gpc
-from conftest import brute_force_log_z, gram
 
 PROBIT = gpc.likelihoods.Probit()
 NOISE = 0.7

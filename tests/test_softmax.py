@@ -7,10 +7,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import central_difference, gram, jit_call, se_kernel, standardised_subset
 from scipy import special
 
 import gpclass as gpc
-from conftest import central_difference, gram, jit_call, se_kernel, standardised_subset
 from gpclass._validation import check_class_labels
 
 C = 3

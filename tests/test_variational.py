@@ -7,10 +7,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import as_float64, central_difference, jit_call, se_kernel, standardised_subset
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from conftest import as_float64, central_difference, jit_call, se_kernel, standardised_subset
 from gpclass.inference.jaakkola_jordan import jj_lambda, lower_bound
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()

@@ -33,7 +33,7 @@ def newton(
     direction: Callable[[Array, Array], tuple[Array, Array]],
     a0: Array,
     *,
-    rtol: float | None,
+    tol: float | None,
     max_steps: int,
     max_halvings: int,
 ):
@@ -43,13 +43,13 @@ def newton(
         psi: ``psi(a) -> (Psi(a), f = K a)``.
         direction: ``direction(a, f) -> (Newton step in a, rounding level of Psi at a)``.
         a0: the starting point (any shape: (n,) binary, (n, C) multi-class).
-        rtol: stop when the full Newton step changes f by at most
-            ``rtol * (1 + max|f|)`` in every component (that step is then taken);
+        tol: stop when the full Newton step changes f by at most
+            ``tol * (1 + max|f|)`` in every component (that step is then taken);
             ``None`` means sqrt(machine epsilon).
         max_steps, max_halvings: iteration limits.
     """
     eps = jnp.finfo(a0.dtype).eps
-    rtol = jnp.sqrt(eps) if rtol is None else rtol
+    tol = jnp.sqrt(eps) if tol is None else tol
 
     def acceptable(psi_t, psi_now, noise):
         # Psi must not decrease beyond its rounding level: near the mode a Newton
@@ -64,7 +64,7 @@ def newton(
         # until Psi does not decrease: the Newton direction ascends Psi (concave
         # for log-concave likelihoods), so some t in {1, 1/2, 1/4, ...} works.
         change = jnp.max(jnp.abs(f_t - s.f)) / (1.0 + jnp.max(jnp.abs(f_t)))
-        small = change <= rtol
+        small = change <= tol
 
         def halve(h):
             t, _, _, k = h

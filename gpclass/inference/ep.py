@@ -69,14 +69,14 @@ class EP(AbstractInference):
             and nu~ is at most ``tol (1 + max |.|)`` and log Z_EP changes by at
             most ``tol (1 + |log Z_EP|)``.  ``None`` means 1e-10 in float64 and
             1e-5 in float32.
-        max_sweeps: largest number of sweeps.
+        max_steps: largest number of sweeps.
     """
 
     schedule: str = eqx.field(static=True, default="sequential")
     order: str = eqx.field(static=True, default="fixed")
     damping: float | None = eqx.field(static=True, default=None)
     tol: float | None = eqx.field(static=True, default=None)
-    max_sweeps: int = eqx.field(static=True, default=200)
+    max_steps: int = eqx.field(static=True, default=200)
 
     def __check_init__(self):
         if self.schedule not in ("sequential", "parallel"):
@@ -159,7 +159,7 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
 
     inf = jnp.asarray(jnp.inf, K.dtype)
     start = _Sweeps(tau0, nu0, factor_sites(K, tau0), -inf, jnp.asarray(0), inf, inf)
-    end = iterate(step, terminate, start, max_steps=method.max_sweeps, finite=lambda s: all_finite(s.tau, s.nu))
+    end = iterate(step, terminate, start, max_steps=method.max_steps, finite=lambda s: all_finite(s.tau, s.nu))
     return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change
 
 

@@ -30,10 +30,10 @@ class Laplace(AbstractInference):
     settings.
 
     Attributes:
-        rtol: stop when the full Newton step changes f by at most
-            ``rtol * (1 + max|f|)`` in every component (that step is then
+        tol: stop when the full Newton step changes f by at most
+            ``tol * (1 + max|f|)`` in every component (that step is then
             taken).  Newton converges quadratically, so the returned mode is
-            accurate to about rtol^2 relative.  ``None`` means sqrt(machine epsilon) of the
+            accurate to about tol^2 relative.  ``None`` means sqrt(machine epsilon) of the
             data's dtype (1.5e-8 in float64, 3.5e-4 in float32).
         max_steps: largest number of Newton steps.
         max_halvings: largest number of step halvings within one Newton step.
@@ -41,7 +41,7 @@ class Laplace(AbstractInference):
             B is well conditioned without it).
     """
 
-    rtol: float | None = eqx.field(static=True, default=None)
+    tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=100)
     max_halvings: int = eqx.field(static=True, default=30)
     jitter: float = eqx.field(static=True, default=0.0)
@@ -134,7 +134,7 @@ def _mode(method: Laplace, K, likelihood, y, a0):
         lambda a: _psi(K, likelihood, y, a),
         lambda a, f: _newton_direction(K, likelihood, y, a, f),
         a0,
-        rtol=method.rtol,
+        tol=method.tol,
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )

@@ -104,14 +104,14 @@ def better_start(K, Y, a_init):
 def softmax_mode(method, K, Y, a0):
     """The posterior mode F^ (n, C), differentiable by the implicit function theorem.
 
-    ``method`` carries the static Newton settings (rtol, max_steps, max_halvings).
+    ``method`` carries the static Newton settings (tol, max_steps, max_halvings).
     Returns (F^, steps, status, a^, size of the last full Newton step).
     """
     F, a, steps, status, change = newton(
         lambda a: _psi(K, Y, a),
         lambda a, F: _newton_direction(K, Y, a, F),
         a0,
-        rtol=method.rtol,
+        tol=method.tol,
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )
