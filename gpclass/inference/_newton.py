@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from .._iterate import all_finite, iterate
+from .._iterate import all_finite, iterate, relative_change
 from .._types import Array
 
 
@@ -63,7 +63,7 @@ def newton(
         # Psi says, as Psi cannot resolve such a step); otherwise halve the step
         # until Psi does not decrease: the Newton direction ascends Psi (concave
         # for log-concave likelihoods), so some t in {1, 1/2, 1/4, ...} works.
-        change = jnp.max(jnp.abs(f_t - s.f)) / (1.0 + jnp.max(jnp.abs(f_t)))
+        change = relative_change(f_t, s.f)
         small = change <= tol
 
         def halve(h):
