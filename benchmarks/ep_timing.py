@@ -42,8 +42,8 @@ METHODS = {
     "laplace": gpc.Laplace(),
     "ep-sequential": gpc.EP(),
     "ep-parallel": gpc.EP(schedule="parallel"),
-    "jj-lower": gpc.JaakkolaJordan(bound="lower"),  # logistic only
-    "jj-upper": gpc.JaakkolaJordan(bound="upper"),  # logistic only
+    "jj-lower": gpc.JaakkolaJordan(),  # logistic only
+    "jj-upper": gpc.JaakkolaJordanUpper(),  # logistic only
     "kl": gpc.KL(),
 }
 LIK = LIKELIHOODS["probit"]

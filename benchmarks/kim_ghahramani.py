@@ -82,7 +82,7 @@ EM_TOL = None  # set from --em-tol
 def run_em(kernel, likelihood, X, y, **kwargs):
     """One EM-EP fit, timed (the first call of a shape includes compilation)."""
     t0 = time.perf_counter()
-    result = gpc.fit_em_ep(kernel, likelihood, X, y, method=E_STEP, tol=EM_TOL, **kwargs)
+    result = gpc.fit_em_ep(E_STEP, kernel, likelihood, X, y, tol=EM_TOL, **kwargs)
     jax.block_until_ready(result.log_marginal)
     return result, time.perf_counter() - t0
 

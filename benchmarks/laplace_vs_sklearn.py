@@ -382,7 +382,7 @@ def profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_
     """Where a gpclass evaluation's time goes (uses private gpclass functions, read-only)."""
     # Private helpers, looked up defensively: the library's internals may change.
     from gpclass import _linalg
-    from gpclass.inference import laplace as _laplace
+    from gpclass._inference import laplace as _laplace
 
     factor_b = getattr(_linalg, "factor_b", None)
     half_log_det = getattr(_linalg, "half_log_det", None)

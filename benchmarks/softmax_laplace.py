@@ -37,7 +37,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
-from gpclass.inference.laplace_softmax import softmax_blocks  # noqa: E402
+from gpclass._inference.laplace_softmax import softmax_blocks  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 

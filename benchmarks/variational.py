@@ -51,7 +51,7 @@ import gpclass as gpc  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 LOGISTIC = gpc.likelihoods.Logistic()
-LOWER, UPPER = gpc.JaakkolaJordan(bound="lower"), gpc.JaakkolaJordan(bound="upper")
+LOWER, UPPER = gpc.JaakkolaJordan(), gpc.JaakkolaJordanUpper()
 METHODS = {"laplace": gpc.Laplace(), "ep": gpc.EP(), "jj-lower": LOWER, "jj-upper": UPPER, "kl": gpc.KL()}
 SPLITS = {"ionosphere": 200, "pima": 200, "usps35": 767}
 
@@ -108,7 +108,7 @@ def section_joint(max_steps):
     solve for nu inside the hyperparameter fit (envelope-theorem gradient).  Both on crabs split 0."""
     import optax
 
-    from gpclass.inference.jaakkola_jordan import lower_bound
+    from gpclass._inference.jaakkola_jordan import lower_bound
 
     X_all, y_all = gpc.datasets.load("crabs")
     Xtr, Xte, ytr, yte = gpc.datasets.train_test_split(X_all, y_all, 80, seed=0)
@@ -268,7 +268,7 @@ def section_jensen(grid_size):
     log_sf = np.linspace(-1.0, 5.0, grid_size)
     LL, SS = np.meshgrid(log_l, log_sf)
 
-    from gpclass.inference.kl import elbo
+    from gpclass._inference.kl import elbo
 
     def at(ll, ls):
         kernel = gpc.kernels.SquaredExponential(jnp.exp(2 * ls), jnp.exp(ll))

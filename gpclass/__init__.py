@@ -9,11 +9,10 @@ The public API is what this module re-exports::
 """
 
 from . import datasets, kernels, likelihoods, metrics, priors, samplers
-from ._status import Status
-from .bound import variational_bound
-from .em_ep import EMEPResult, fit_em_ep
-from .fit import FitResult, fit
-from .inference import (
+from ._bound import variational_bound
+from ._em_ep import EMEPResult, fit_em_ep
+from ._fit import FitResult, fit
+from ._inference import (
     AIS,
     EP,
     KL,
@@ -21,6 +20,7 @@ from .inference import (
     AbstractInference,
     GaussianPosterior,
     JaakkolaJordan,
+    JaakkolaJordanUpper,
     Laplace,
     SamplePosterior,
     SamplerInfo,
@@ -28,8 +28,9 @@ from .inference import (
     SolverInfo,
     infer,
 )
+from ._predict import predict, predict_latent
+from ._status import Status
 from .likelihoods import mackay_probability
-from .predict import predict, predict_latent
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,7 @@ __all__ = [
     "FitResult",
     "GaussianPosterior",
     "JaakkolaJordan",
+    "JaakkolaJordanUpper",
     "KL",
     "Laplace",
     "SoftmaxPosterior",

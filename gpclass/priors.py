@@ -3,6 +3,8 @@
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
+__all__ = ["log_gamma"]
+
 
 def log_gamma(x, shape, rate):
     """Sum of log Gamma(x | shape, rate) = shape log rate - log Gamma(shape) + (shape - 1) log x - rate x.

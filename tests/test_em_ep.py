@@ -128,13 +128,15 @@ def test_em_ep_reaches_its_fixed_point(em_fit):
 def test_em_ep_needs_label_noise_to_adapt_epsilon():
     X, y = circle_data(5, 0, seed=0)
     with pytest.raises(ValueError, match="LabelNoise"):
-        gpc.fit_em_ep(kim_ghahramani_kernel(2), PROBIT, X, y)
+        gpc.fit_em_ep(gpc.EP(), kim_ghahramani_kernel(2), PROBIT, X, y)
+    with pytest.raises(ValueError, match="E-step is expectation propagation"):
+        gpc.fit_em_ep(gpc.Laplace(), kim_ghahramani_kernel(2), PROBIT, X, y, adapt_epsilon=False)
 
 
 def run_em_ep(X, y):
     """The EM-EP fit of ``em_fit``: data of its shape share one compilation."""
     lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon=0.01)
-    return gpc.fit_em_ep(kim_ghahramani_kernel(2), lik, X, y, max_steps=400)
+    return gpc.fit_em_ep(gpc.EP(), kim_ghahramani_kernel(2), lik, X, y, max_steps=400)
 
 
 def test_em_ep_under_vmap_matches_one_by_one(em_fit):

@@ -247,7 +247,7 @@ def test_gamma_log_density_matches_scipy():
 
 def test_label_flip_rate_is_fitted_in_logit_space():
     """epsilon < 1/2 is mapped to logit(2 epsilon), the kernel's parameters to logs; out-of-range values raise."""
-    from gpclass.fit import parameter_transforms
+    from gpclass._fit import parameter_transforms
 
     tree = (START, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=0.2))
     params, _ = eqx.partition(tree, eqx.is_inexact_array)
@@ -267,7 +267,7 @@ def test_label_flip_rate_is_fitted_in_logit_space():
 
 def test_a_shared_array_gets_the_transform_of_each_parameter():
     """One array object passed as the kernel variance and as the flip rate: bounds go by position, not identity."""
-    from gpclass.fit import parameter_transforms
+    from gpclass._fit import parameter_transforms
 
     shared = jnp.asarray(0.2)
     kernel = gpc.kernels.SquaredExponential(shared, as_float64(1.0))

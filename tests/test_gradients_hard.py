@@ -29,8 +29,8 @@ METHODS = {
     "ep-parallel-probit": (gpc.EP(schedule="parallel"), PROBIT),
     "ep-parallel-logistic": (gpc.EP(schedule="parallel"), LOGISTIC),
     "kl-logistic": (gpc.KL(), LOGISTIC),
-    "jj-lower": (gpc.JaakkolaJordan(bound="lower"), LOGISTIC),
-    "jj-upper": (gpc.JaakkolaJordan(bound="upper"), LOGISTIC),
+    "jj-lower": (gpc.JaakkolaJordan(), LOGISTIC),
+    "jj-upper": (gpc.JaakkolaJordanUpper(), LOGISTIC),
     "laplace-softmax": (gpc.Laplace(), gpc.likelihoods.Softmax(3)),
     "ep-label-noise": (gpc.EP(), gpc.likelihoods.LabelNoise(PROBIT)),  # epsilon: from the last entry of theta
 }

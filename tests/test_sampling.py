@@ -34,11 +34,13 @@ SAMPLERS = pytest.mark.parametrize("sampler", ["elliptical_slice", "hmc"])
 
 
 def mcmc(sampler):
-    return gpc.MCMC(sampler=sampler, num_samples=2000, num_warmup=200, num_chains=4, step_size=0.3, num_leapfrog=8)
+    kernel = gpc.samplers.HMC(step_size=0.3, num_leapfrog=8) if sampler == "hmc" else gpc.samplers.EllipticalSlice()
+    return gpc.MCMC(sampler=kernel, num_samples=2000, num_warmup=200, num_chains=4)
 
 
 def ais(sampler):
-    return gpc.AIS(num_temperatures=1000, num_runs=8, sampler=sampler, step_size=0.3, num_leapfrog=5)
+    kernel = gpc.samplers.HMC(step_size=0.3, num_leapfrog=5) if sampler == "hmc" else gpc.samplers.EllipticalSlice()
+    return gpc.AIS(num_temperatures=1000, num_runs=8, sampler=kernel)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -149,5 +151,5 @@ def test_errors_are_clear():
         gpc.fit(gpc.MCMC(), KERNEL, PROBIT, X3, Y3, key=jax.random.key(0))
     with pytest.raises(ValueError, match="num_chains, n"):
         gpc.infer(gpc.MCMC(num_chains=2), KERNEL, PROBIT, X3, Y3, init=np.zeros((3, 3)), key=jax.random.key(0))
-    with pytest.raises(NotImplementedError, match="Softmax"):
+    with pytest.raises(ValueError, match="MCMC does not support the multi-class Softmax"):
         gpc.infer(gpc.MCMC(), KERNEL, gpc.likelihoods.Softmax(3), X3, np.array([0, 1, 2]), key=jax.random.key(0))

@@ -42,8 +42,9 @@ NUM_CHAINS = 64
 # Trajectory length 1.5 in whitened coordinates, where the posterior sds are 0.6-1: a rotation of 1.5-2.5 rad per
 # step.  (0.3 x 8 = 2.4 is ~pi for the one-case posteriors, sd 0.76: each step nearly negates g, which mixes the
 # mean superbly and second moments hardly at all -- a standard error of 0.06 on variances instead of 0.01.)
-HMC = {"sampler": "hmc", "step_size": 0.25, "num_leapfrog": 6}
-MCMC_HMC = gpc.MCMC(num_samples=500, num_warmup=200, num_chains=NUM_CHAINS, **HMC)
+MCMC_HMC = gpc.MCMC(
+    sampler=gpc.samplers.HMC(step_size=0.25, num_leapfrog=6), num_samples=500, num_warmup=200, num_chains=NUM_CHAINS
+)
 # exp(log weight) is an unbiased estimate of Z for any schedule, and the final states weighted by it are a
 # consistent importance sample of the posterior; a short schedule tests that bookkeeping hardest.  With T = 2
 # (tau = 0, 1/16, 1) and one HMC step (trajectory 2.4, which nearly negates g: the anti-correlated move that
@@ -51,7 +52,7 @@ MCMC_HMC = gpc.MCMC(num_samples=500, num_warmup=200, num_chains=NUM_CHAINS, **HM
 # average misses the predictive probability by 20+ standard errors), and an error of O(1/T) in the weights (e.g.
 # adding a temperature's increment after the move instead of before: +0.92 nats here, 87 se) is not hidden as it
 # is at T = 1000 (+0.04, 2 se).  The long schedule with HMC is tested on a Gaussian likelihood in test_sampling.py.
-AIS_HMC = gpc.AIS(num_temperatures=2, num_runs=4096, sampler="hmc", step_size=0.3, num_leapfrog=8)
+AIS_HMC = gpc.AIS(num_temperatures=2, num_runs=4096, sampler=gpc.samplers.HMC(step_size=0.3, num_leapfrog=8))
 
 
 @functools.partial(jax.jit, static_argnums=0)

@@ -11,10 +11,10 @@ from conftest import as_float64, central_difference, jit_call, se_kernel, standa
 from scipy import integrate, special, stats
 
 import gpclass as gpc
-from gpclass.inference.jaakkola_jordan import jj_lambda, lower_bound
+from gpclass._inference.jaakkola_jordan import jj_lambda, lower_bound
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
-LOWER, UPPER = gpc.JaakkolaJordan(bound="lower"), gpc.JaakkolaJordan(bound="upper")
+LOWER, UPPER = gpc.JaakkolaJordan(), gpc.JaakkolaJordanUpper()
 METHODS = {"jj-lower": LOWER, "jj-upper": UPPER, "kl": gpc.KL()}
 
 
@@ -319,13 +319,13 @@ def test_bad_configurations_are_clear_errors(ionosphere_small):
         gpc.infer(LOWER, kernel, PROBIT, X, y)
     with pytest.raises(ValueError, match="log-concave"):
         gpc.infer(gpc.KL(), kernel, gpc.likelihoods.LabelNoise(PROBIT, 0.1), X, y)
-    with pytest.raises(ValueError, match="bound"):
-        gpc.JaakkolaJordan(bound="middle")
+    with pytest.raises(ValueError, match="logistic"):
+        gpc.infer(UPPER, kernel, PROBIT, X, y)
     with pytest.raises(ValueError, match="no finite maximum"):
         gpc.fit(UPPER, kernel, LOGISTIC, X, y)
     # Inside a user's jit that uses only the bound (everything else is dead code), the check still runs.
     bound_only = jax.jit(lambda X, y: gpc.infer(gpc.JaakkolaJordan(max_steps=1), kernel, LOGISTIC, X, y).log_marginal)
     with pytest.raises(Exception, match="did not converge"):
         jax.block_until_ready(bound_only(X, y))
-    post = gpc.infer(gpc.JaakkolaJordan(bound="upper", max_steps=1), kernel, LOGISTIC, X, y, throw=False)
+    post = gpc.infer(gpc.JaakkolaJordanUpper(max_steps=1), kernel, LOGISTIC, X, y, throw=False)
     assert int(post.info.status) == gpc.Status.MAX_STEPS and int(post.info.num_steps) == 1

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._types import Array, Float
+from .._validation import Checks, check_binary_labels
 
 # Gauss-Legendre panels for expected log-likelihoods (see AbstractLikelihood.expected_log_prob).
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(64)
@@ -26,6 +27,11 @@ class AbstractLikelihood(eqx.Module):
     """
 
     log_concave = True
+    num_latent = 1  # latent functions per case (the softmax has C)
+
+    def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:
+        """The labels as inference uses them: floats in {-1, +1} ({0, 1} and booleans accepted), checked."""
+        return check_binary_labels(y, n, dtype, checks)
 
     @abc.abstractmethod
     def log_prob(self, y: Float[Array, " n"], f: Float[Array, " n"]) -> Float[Array, " n"]:

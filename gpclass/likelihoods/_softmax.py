@@ -8,6 +8,7 @@ from jax.scipy.special import logsumexp
 
 from .. import _dense as dense
 from .._types import Array, Float
+from .._validation import Checks, check_class_labels
 
 
 class Softmax(eqx.Module):
@@ -24,6 +25,17 @@ class Softmax(eqx.Module):
     def __check_init__(self):
         if not isinstance(self.num_classes, int) or self.num_classes < 2:
             raise ValueError(f"Softmax needs an integer num_classes >= 2; got {self.num_classes!r}.")
+
+    log_concave = True
+
+    @property
+    def num_latent(self) -> int:
+        """C latent functions per case."""
+        return self.num_classes
+
+    def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, "n C"]:
+        """Integer labels 0..C-1, checked, as the 0/1 indicator matrix Y of shape (n, C)."""
+        return check_class_labels(y, n, self.num_classes, dtype, checks)
 
     def log_prob(self, Y: Float[Array, "n C"], F: Float[Array, "n C"]) -> Float[Array, " n"]:
         """log p(y_i|f_i) = y_i^T f_i - log sum_c exp f_i^c, per case (the terms of GPML eq. 3.35)."""

@@ -9,6 +9,7 @@ pure functions in the blackjax style, ``init(position) -> state`` and
 [0, 1] tempers the likelihood, as annealed importance sampling needs.
 """
 
+import abc
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -141,13 +142,32 @@ def hmc(
     return init, step
 
 
-def make_kernel(method, log_likelihood, temperature=1.0):
-    """The (init, step) pair a sampling method's static settings ask for."""
-    if method.sampler == "elliptical_slice":
-        return elliptical_slice(log_likelihood, temperature=temperature)
-    if method.sampler == "hmc":
-        return hmc(log_likelihood, step_size=method.step_size, num_leapfrog=method.num_leapfrog, temperature=temperature)
-    raise ValueError(f"sampler must be 'elliptical_slice' or 'hmc'; got {method.sampler!r}.")
+class AbstractSampler(eqx.Module):
+    """A Markov kernel's configuration, for ``gpc.MCMC(sampler=...)`` and ``gpc.AIS(sampler=...)``."""
+
+    @abc.abstractmethod
+    def build(self, log_likelihood: Callable[[Array], Array], temperature=1.0) -> tuple[Callable, Callable]:
+        """The ``(init, step)`` pair targeting L(g)^temperature N(g|0, I)."""
+
+
+class EllipticalSlice(AbstractSampler):
+    """Elliptical slice sampling (:func:`elliptical_slice`): no step size to tune, every step moves."""
+
+    max_shrinks: int = eqx.field(static=True, default=200)
+
+    def build(self, log_likelihood, temperature=1.0):
+        return elliptical_slice(log_likelihood, temperature=temperature, max_shrinks=self.max_shrinks)
+
+
+class HMC(AbstractSampler):
+    """Hybrid Monte Carlo (:func:`hmc`) with ``num_leapfrog`` leapfrog steps of size ``step_size`` (whitened
+    coordinates, unit masses)."""
+
+    step_size: float = eqx.field(static=True, default=0.1)
+    num_leapfrog: int = eqx.field(static=True, default=20)
+
+    def build(self, log_likelihood, temperature=1.0):
+        return hmc(log_likelihood, step_size=self.step_size, num_leapfrog=self.num_leapfrog, temperature=temperature)
 
 
 def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:

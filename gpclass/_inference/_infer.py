@@ -3,11 +3,11 @@
 import equinox as eqx
 
 from .._status import raise_unless_successful
-from .._validation import Checks, check_binary_labels, check_class_labels, check_covariance, check_inputs
+from .._validation import Checks, check_covariance, check_inputs
 from ..kernels import AbstractKernel
-from ..likelihoods import AbstractLikelihood, Softmax
+from ..likelihoods import AbstractLikelihood
 from ._base import AbstractInference
-from ._posterior import GaussianPosterior, SoftmaxPosterior
+from ._posterior import GaussianPosterior, SamplePosterior, SoftmaxPosterior
 
 
 @eqx.filter_jit
@@ -21,7 +21,7 @@ def infer(
     init=None,
     key=None,
     throw: bool = True,
-) -> GaussianPosterior:
+) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior:
     """Approximate the posterior over latent values for training data (X, y).
 
     Args:
@@ -58,36 +58,34 @@ def infer(
     """
     checks = Checks()
     X = check_inputs(X, checks=checks)
-    y = check_labels(likelihood, y, X, checks)
+    y = likelihood.check_labels(y, X.shape[0], X.dtype, checks)
     kernel.parameter_checks(checks)
     posterior = solve_posterior(method, kernel, likelihood, X, y, init, key, checks=checks)
     return raise_unless_successful(posterior, posterior.info.status, type(method).__name__) if throw else posterior
 
 
-def check_labels(likelihood, y, X, checks=None):
-    """Binary labels as floats in {-1, +1}; softmax labels as the 0/1 indicator matrix (n, C)."""
-    if isinstance(likelihood, Softmax):
-        return check_class_labels(y, X.shape[0], likelihood.num_classes, X.dtype, checks)
-    return check_binary_labels(y, X.shape[0], X.dtype, checks)
-
-
 def solve_posterior(
     method, kernel, likelihood, X, y, init, key=None, checks=None
-) -> GaussianPosterior | SoftmaxPosterior:
-    """:func:`infer` for inputs already checked by :func:`check_inputs` and :func:`check_labels`.
+) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior:
+    """:func:`infer` for inputs checked by :func:`check_inputs` and ``likelihood.check_labels``."""
+    return solve(method, kernel.gram(X), likelihood, y, init, key, checks).posterior(kernel, likelihood, X)
+
+
+def solve(method, K, likelihood, y, init, key=None, checks=None):
+    """``method.solve`` on the prior covariance K (the typed solution), refusing what the method cannot do.
 
     With ``checks``, adds the checks of K (finite, non-negative diagonal) and
     attaches them all to K, which every method's result is computed from.
     ``gpc.fit`` passes none: it probes extreme hyperparameters and counts a
     failure there as an infeasible point, not an error.
     """
-    K = kernel.gram(X)
     if checks is not None:
         K = checks.attach(check_covariance(K, checks))
-    if isinstance(likelihood, Softmax):
-        fields = method.solve_multiclass(K, likelihood, y, init, key)
-        return SoftmaxPosterior(kernel=kernel, likelihood=likelihood, X=X, **fields)
-    if K.ndim != 2:
+    if likelihood.num_latent > 1 and not method.multiclass:
+        raise ValueError(
+            f"{type(method).__name__} does not support the multi-class {type(likelihood).__name__} likelihood; "
+            "use gpc.Laplace()."
+        )
+    if K.ndim != 2 and likelihood.num_latent == 1:
         raise ValueError("a PerClass kernel needs the multi-class gpc.likelihoods.Softmax likelihood.")
-    fields = method.solve(K, likelihood, y, init, key)
-    return method.posterior_class(kernel=kernel, likelihood=likelihood, X=X, **fields)
+    return method.solve(K, likelihood, y, init, key)

@@ -18,7 +18,7 @@ from jax import lax
 from .._linalg import factor_b, half_log_det_b, solve_i_plus_wk, sqrt_precision
 from ._base import AbstractInference
 from ._newton import newton
-from ._posterior import SolverInfo
+from ._posterior import GaussianSolution, SoftmaxSolution, SolverInfo
 from .laplace_softmax import better_start, softmax_blocks, softmax_log_marginal, softmax_mode
 
 
@@ -37,14 +37,16 @@ class Laplace(AbstractInference):
             data's dtype (1.5e-8 in float64, 3.5e-4 in float32).
         max_steps: largest number of Newton steps.
         max_halvings: largest number of step halvings within one Newton step.
-        jitter: added to the diagonal of K before inference (0 by default:
-            B is well conditioned without it).
+
+    B is well conditioned without jitter; a nugget on K belongs to the model:
+    ``kernel + gpc.kernels.White(v)``.
     """
 
     tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=100)
     max_halvings: int = eqx.field(static=True, default=30)
-    jitter: float = eqx.field(static=True, default=0.0)
+
+    multiclass = True
 
     def solve(self, K, likelihood, y, init=None, key=None):
         if not likelihood.log_concave:
@@ -52,8 +54,9 @@ class Laplace(AbstractInference):
                 f"Laplace's method needs a log-concave likelihood (W >= 0 for the stable factorisation of "
                 f"B = I + W^1/2 K W^1/2); {type(likelihood).__name__} is not. Use gpc.EP() instead."
             )
+        if likelihood.num_latent > 1:
+            return self._solve_softmax(K, likelihood, y, init)
         n = K.shape[0]
-        K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
         a0 = jnp.zeros(n, dtype=K.dtype) if init is None else _better_start(K, likelihood, y, init)
         f, num_steps, status, a, max_change = _mode(self, K, likelihood, y, a0)
         log_lik, grad, W = likelihood.derivatives(y, f)
@@ -63,7 +66,7 @@ class Laplace(AbstractInference):
         # a = K^-1 f^ = grad log p(y|f^) at the mode (eq. 3.17).  half_log_det_b reuses
         # L and has a cheaper reverse mode than differentiating the factorisation.
         log_marginal = jnp.sum(log_lik) - 0.5 * jnp.dot(grad, f) - half_log_det_b(K, sqrt_w, L)
-        return dict(
+        return GaussianSolution(
             alpha=grad,
             sqrt_w=sqrt_w,
             chol=L,
@@ -73,19 +76,17 @@ class Laplace(AbstractInference):
             warm_start=lax.stop_gradient(a),
         )
 
-
-    def solve_multiclass(self, K, likelihood, Y, init=None, key=None):
+    def _solve_softmax(self, K, likelihood, Y, init):
         """GPML Algorithm 3.3 (see ``laplace_softmax``): the mode, the blocks E_c and M, and eq. 3.44."""
         num_classes = likelihood.num_classes
         if K.ndim == 3 and K.shape[0] != num_classes:
             raise ValueError(f"the PerClass kernel has {K.shape[0]} classes but the likelihood has {num_classes}.")
         n = K.shape[-1]
-        K = K + self.jitter * jnp.eye(n, dtype=K.dtype)
         a0 = jnp.zeros((n, num_classes), dtype=K.dtype) if init is None else better_start(K, Y, init)
         F, num_steps, status, a, max_change = softmax_mode(self, K, Y, a0)
         pi = jax.nn.softmax(F, axis=1)
         L, E, M = softmax_blocks(K, pi)
-        return dict(
+        return SoftmaxSolution(
             alpha=Y - pi,
             e_blocks=E,
             chol_sum_e=M,

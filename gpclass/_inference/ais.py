@@ -16,8 +16,8 @@ from jax import lax
 from jax.scipy.special import logsumexp
 
 from ._base import AbstractInference
-from ._posterior import SamplePosterior, SamplerInfo
-from ._samplers import acceptance_summary, finite_status, make_kernel, prior_factor
+from ._posterior import SamplerInfo, SampleSolution
+from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, finite_status, prior_factor
 
 
 class AIS(AbstractInference):
@@ -28,7 +28,7 @@ class AIS(AbstractInference):
         num_runs: R independent runs (Kuss & Rasmussen: 3), run with ``vmap``.
         exponent: the schedule tau(t) = (t / T)^exponent (Kuss & Rasmussen: 4).
         steps_per_temperature: Markov steps at each temperature.
-        sampler, step_size, num_leapfrog, jitter: as for :class:`MCMC`.
+        sampler, jitter: as for :class:`MCMC`.
 
     The result's ``log_marginal`` is log((1/R) sum_r w_r) and ``log_marginal_se``
     its Monte Carlo standard error by the delta method,
@@ -43,12 +43,8 @@ class AIS(AbstractInference):
     num_runs: int = eqx.field(static=True, default=3)
     exponent: float = eqx.field(static=True, default=4.0)
     steps_per_temperature: int = eqx.field(static=True, default=1)
-    sampler: str = eqx.field(static=True, default="elliptical_slice")
-    step_size: float = eqx.field(static=True, default=0.1)
-    num_leapfrog: int = eqx.field(static=True, default=20)
+    sampler: AbstractSampler = EllipticalSlice()
     jitter: float = eqx.field(static=True, default=1e-10)
-
-    posterior_class = SamplePosterior
 
     def check_ml2(self):
         raise ValueError(
@@ -77,7 +73,7 @@ class AIS(AbstractInference):
             def anneal(carry, t):
                 g, log_lik, log_w = carry
                 log_w = log_w + (taus[t] - taus[t - 1]) * log_lik
-                kernel_init, kernel_step = make_kernel(self, log_likelihood, temperature=taus[t])
+                kernel_init, kernel_step = self.sampler.build(log_likelihood, temperature=taus[t])
 
                 def move(state, key):
                     return kernel_step(key, state)
@@ -95,7 +91,7 @@ class AIS(AbstractInference):
         w = jnp.exp(log_w - jnp.max(log_w))
         se = jnp.std(w, ddof=1) / (jnp.sqrt(self.num_runs) * jnp.mean(w)) if self.num_runs > 1 else jnp.nan
         acceptance, evaluations = acceptance_summary(info)
-        return dict(
+        return SampleSolution(
             samples=g @ L.T,
             log_weights=log_w,
             chol=L,

@@ -51,12 +51,12 @@ from jax import lax
 
 from . import _box as box
 from ._box_lbfgs import BoxLBFGS
+from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
+from ._inference._infer import solve
 from ._iterate import tolerance
 from ._status import Status, raise_unless_successful, successful
 from ._types import Array, Float, Int
 from ._validation import Checks, check_inputs, check_two_classes
-from .inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
-from .inference._infer import check_labels, solve_posterior
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood
 
@@ -105,7 +105,7 @@ def fit(
     ftol: float | None = None,
     bounds: tuple[float, float] | None = (1e-8, 1e8),
     log_prior: Callable[[AbstractKernel, AbstractLikelihood], Float[Array, ""]] | None = None,
-    warm_start: bool = True,
+    warm_start_inner: bool = True,
     throw: bool = False,
     key=None,
     verbose: bool = False,
@@ -145,7 +145,7 @@ def fit(
         log_prior: optional ``log_prior(kernel, likelihood) -> scalar``, e.g.
             built from :func:`gpclass.priors.log_gamma`; a hyperprior also
             gives a flat direction a finite maximum.
-        warm_start: start each inner solve from the previous step's solution
+        warm_start_inner: start each inner solve from the previous step's solution
             (passed explicitly through the loop state).
         throw: raise (``eqx.error_if``, inside jit too) with the
             :class:`Status` message unless the fit converged; by default
@@ -161,7 +161,7 @@ def fit(
     method.check_ml2()
     checks = Checks()
     X = check_inputs(X, checks=checks)
-    y = check_two_classes(check_labels(likelihood, y, X, checks), checks)
+    y = check_two_classes(likelihood.check_labels(y, X.shape[0], X.dtype, checks), checks)
     dtype = X.dtype
     gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
     if ftol is None:
@@ -184,28 +184,28 @@ def fit(
 
     def negative_objective(z, init):
         # Line searches probe extreme hyperparameters where the inner solver may fail: there the objective is
-        # -inf (an infeasible point the line search backs off from), not an exception, and the posterior's
-        # status says so.
+        # -inf (an infeasible point the line search backs off from), not an exception, and the solution's
+        # status says so.  The loop carries the solution (the fields computed from K), not the posterior.
         kernel, likelihood = build(z)
-        posterior = solve_posterior(method, kernel, likelihood, X, y, init if warm_start else None, key)
-        value = posterior.log_marginal
+        solution = solve(method, kernel.gram(X), likelihood, y, init if warm_start_inner else None, key)
+        value = solution.log_marginal
         if log_prior is not None:
             value = value + log_prior(kernel, likelihood)
-        return -value, posterior
+        return -value, solution
 
     def evaluate(z, init):
-        """(-objective, gradient, posterior); an infeasible point gives (inf, 0, posterior)."""
-        (value, posterior), grad = jax.value_and_grad(negative_objective, has_aux=True)(z, init)
-        ok = posterior.info.converged & jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
-        return jnp.where(ok, value, jnp.inf), jnp.where(ok, grad, 0.0), posterior
+        """(-objective, gradient, solution); an infeasible point gives (inf, 0, solution)."""
+        (value, solution), grad = jax.value_and_grad(negative_objective, has_aux=True)(z, init)
+        ok = solution.info.converged & jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
+        return jnp.where(ok, value, jnp.inf), jnp.where(ok, grad, 0.0), solution
 
     def line_objective(init):
         """-objective as a function for the line search: value and gradient masked like ``evaluate``'s."""
 
         @jax.custom_jvp
         def value(z):
-            v, posterior = negative_objective(z, init)
-            return jnp.where(posterior.info.converged & jnp.isfinite(v), v, jnp.inf)
+            v, solution = negative_objective(z, init)
+            return jnp.where(solution.info.converged & jnp.isfinite(v), v, jnp.inf)
 
         @value.defjvp
         def value_jvp(primals, tangents):
@@ -222,30 +222,30 @@ def fit(
         return pg_norm, jnp.where(jnp.isfinite(value), code, Status.FAILED).astype(jnp.int32)
 
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
-    posterior0 = _zeros_like_output(negative_objective, z0, None)[1]
+    solution0 = _zeros_like_output(negative_objective, z0, None)[1]
     state = _Loop(
-        z=z0, value=jnp.zeros((), dtype), grad=jnp.zeros_like(z0), posterior=posterior0,
-        search=strategy.initial(z0, jnp.zeros((), dtype), jnp.zeros_like(z0), posterior0),
+        z=z0, value=jnp.zeros((), dtype), grad=jnp.zeros_like(z0), solution=solution0,
+        search=strategy.initial(z0, jnp.zeros((), dtype), jnp.zeros_like(z0), solution0),
         memory=strategy.memory_init(z0), steps=jnp.asarray(0), history=jnp.full((max_steps,), jnp.nan, dtype),
         code=jnp.asarray(_RUNNING, jnp.int32), restarted=jnp.asarray(False), started=jnp.asarray(False),
     )
 
     def iteration(s: _Loop) -> _Loop:
         """One evaluation of the objective (its only call site in the program), then the step logic."""
-        init = s.posterior.warm_start
+        init = s.solution.warm_start
         trial = strategy.trial(s.z, s.search)
-        value, grad, posterior = evaluate(trial, init)
-        search, done, found, candidate = strategy.observe(s.z, s.search, value, grad, posterior)
+        value, grad, solution = evaluate(trial, init)
+        search, done, found, candidate = strategy.observe(s.z, s.search, value, grad, solution)
         first = ~s.started  # the start: taken as it is
         done = done | first
-        candidate = optax.tree.where(first, (trial, value, grad, posterior), candidate)
+        candidate = optax.tree.where(first, (trial, value, grad, solution), candidate)
         _, new_value, _, _ = candidate
         change = s.value - new_value  # NaN or -inf at an infeasible point
         # L-BFGS must raise the objective; fixed-step optimisers such as Adam need only change it.
         progress = found & ((change if strategy.monotone else jnp.abs(change)) > ftol * (1.0 + jnp.abs(s.value)))
         accept = first | (progress if strategy.monotone else found)
         step_done = done & ~first
-        z, value, grad, posterior = optax.tree.where(done & accept, candidate, (s.z, s.value, s.grad, s.posterior))
+        z, value, grad, solution = optax.tree.where(done & accept, candidate, (s.z, s.value, s.grad, s.solution))
         # Without progress, restart the optimiser from the last point; twice in a row: stalled.
         memory = optax.tree.where(step_done & ~progress, strategy.memory_init(z), s.memory)
         active = box.active_set(z, grad, lo, hi)
@@ -258,11 +258,11 @@ def fit(
         if verbose:
             lax.cond(step_done, _print_step, lambda *a: None, s.steps + 1, -value, grad_norm, progress)
         new_search, new_memory = strategy.begin(
-            z, value, grad, active, memory, posterior, line_objective(posterior.warm_start)
+            z, value, grad, active, memory, solution, line_objective(solution.warm_start)
         )
         search, memory = optax.tree.where(done, (new_search, new_memory), (search, memory))
         return _Loop(
-            z=z, value=value, grad=grad, posterior=posterior, search=search, memory=memory,
+            z=z, value=value, grad=grad, solution=solution, search=search, memory=memory,
             steps=s.steps + step_done, history=history, code=code,
             restarted=jnp.where(step_done, ~progress, s.restarted), started=jnp.asarray(True),
         )
@@ -273,7 +273,7 @@ def fit(
     result = FitResult(
         kernel=kernel,
         likelihood=likelihood,
-        posterior=s.posterior,
+        posterior=s.solution.posterior(kernel, likelihood, X),
         objective=-s.value,
         history=s.history,
         num_steps=s.steps,
@@ -284,13 +284,13 @@ def fit(
 
 
 class _Loop(NamedTuple):
-    """The state of fit's loop: the accepted point and its posterior, the pending line search, the optimiser's
-    memory and the record."""
+    """The state of fit's loop: the accepted point and the method's typed solution there (the posterior's fields
+    computed from K), the pending line search, the optimiser's memory and the record."""
 
     z: Array
     value: Array
     grad: Array
-    posterior: object
+    solution: object
     search: object
     memory: object
     steps: Array

@@ -1,4 +1,4 @@
-"""Jaakkola-Jordan variational bounds on the evidence of logistic GP classification (Gibbs & MacKay 2000).
+"""The Jaakkola-Jordan variational lower bound on the evidence of logistic GP classification (Gibbs & MacKay 2000).
 
 With labels y in {-1, +1}, the sigmoid g(y a) is bounded below and above by
 exponentials of quadratic and linear functions of a (Gibbs & MacKay eqs. 8-9):
@@ -6,7 +6,8 @@ exponentials of quadratic and linear functions of a (Gibbs & MacKay eqs. 8-9):
     g(y a) >= g(nu) exp[(y a - nu)/2 - lambda(nu)(a^2 - nu^2)],  lambda(nu) = (g(nu) - 1/2) / (2 nu)   (eq. 11)
     g(y a) <= exp[mu y a - H2(mu)],  mu in [0, 1]                                                       (eq. 9)
 
-so Z' <= p(y|X, theta) <= Z'' with both integrals Gaussian (eqs. 30-32).
+so Z' <= p(y|X, theta) <= Z'' with both integrals Gaussian (eqs. 30-32).  This file is the lower bound Z';
+the upper bound Z'' is ``jaakkola_jordan_upper.py``.
 
 Lower bound.  The product of the lower bounds is a Gaussian site with
 precision 2 lambda(nu_n) and precision-mean d_n = y_n / 2 (eq. 15), so with
@@ -26,17 +27,10 @@ E-step, nu the M-step maximising E_q[log Q]), so log Z' never decreases; it
 converges linearly and slowly for stiff kernels, so the solver takes Newton
 steps on the same condition and falls back to EM where Newton would lower Z'.
 
-Upper bound.  log Z'' = -sum_n H2(mu_n) + 1/2 b^T C b with b_n = y_n mu_n
-(eq. 38) is convex in mu and minimised by Newton's method (below); the
-approximate posterior (eq. 26) is the prior shifted to mean C b with the prior
-covariance, so at a test point the latent is N(k^T b, kappa).  (The scanned
-eqs. 27-28 mix in the conditional variance kappa - k^T C^-1 k; the marginal of
-eq. 26 is the one above.)
-
-Gradients.  Both bounds are optimised over their variational parameters at
+Gradients.  The bound is optimised over its variational parameters at
 fixed hyperparameters; at the optimum the derivative through the variational
-parameters vanishes (envelope theorem), so d bound / d theta is the explicit
-derivative with nu (or mu) held fixed: a ``stop_gradient``, exact at
+parameters vanishes (envelope theorem), so d log Z' / d theta is the explicit
+derivative with nu held fixed: a ``stop_gradient``, exact at
 convergence, memory independent of the iteration count.  Only ``log_marginal``
 is differentiated this way; the other posterior fields hold the variational
 parameters fixed.
@@ -51,7 +45,7 @@ from jax import lax
 
 from .. import _dense as dense
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
-from .._linalg import factor_b, half_log_det, solve_b
+from .._linalg import half_log_det
 from .._types import Array
 from ..likelihoods import Logistic
 from ._base import AbstractInference
@@ -60,52 +54,35 @@ from ._sites import factor_sites, site_covariance, site_posterior
 
 
 class JaakkolaJordan(AbstractInference):
-    """Gibbs & MacKay's variational bounds for the logistic likelihood: ``bound="lower"`` (Z') or ``"upper"`` (Z'').
+    """Gibbs & MacKay's variational lower bound Z' for the logistic likelihood (their eqs. 11, 34).
 
-    ``posterior.log_marginal`` is the optimised bound itself, log Z' <= log p(y|X, theta) <= log Z''.
+    ``posterior.log_marginal`` is the maximised bound, log Z' <= log p(y|X, theta); it is a valid ML-II
+    objective.  The upper bound is :class:`JaakkolaJordanUpper`.
 
     Attributes:
-        bound: ``"lower"`` maximises log Z' over nu by Newton's method on the
-            closed-form stationarity condition nu_n^2 = E_q[a_n^2], safeguarded by
-            the EM update nu_n <- E_q[a_n^2]^1/2 (log Z' never decreases);
-            ``"upper"`` minimises log Z'' over mu in (0, 1)^n
-            by Newton's method with a backtracking line search (convex problem).
-        tol: convergence when the variational parameters change by at most
-            ``tol (1 + max |.|)`` and the bound by at most ``tol (1 + |bound|)``
-            between steps.  ``None`` means 1e-10 in float64 and 1e-5 in float32.
-        max_steps: largest number of Newton (or EM fallback) steps.
-        max_halvings: largest number of step halvings in one Newton step (upper).
+        tol: convergence when nu changes by at most ``tol (1 + max |nu|)`` and
+            log Z' by at most ``tol (1 + |log Z'|)`` between steps.  ``None``
+            means 1e-10 in float64 and 1e-5 in float32.
+        max_steps: largest number of Newton steps on the closed-form
+            stationarity condition nu_n^2 = E_q[a_n^2], each safeguarded by the
+            EM update nu_n <- E_q[a_n^2]^1/2 (log Z' never decreases).
     """
 
-    bound: str = eqx.field(static=True, default="lower")
     tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=200)
-    max_halvings: int = eqx.field(static=True, default=40)
-
-    def __check_init__(self):
-        if self.bound not in ("lower", "upper"):
-            raise ValueError(f"bound must be 'lower' or 'upper'; got {self.bound!r}.")
-
-    def check_ml2(self):
-        if self.bound == "upper":
-            raise ValueError(
-                "The Jaakkola-Jordan upper bound has no finite maximum over the hyperparameters (it grows without "
-                "limit in the signal variance; Gibbs & MacKay sec. IV-C). Fit the lower bound, then evaluate "
-                "gpc.JaakkolaJordan(bound='upper') at the fitted hyperparameters."
-            )
 
     def solve(self, K, likelihood, y, init=None, key=None):
-        if not isinstance(likelihood, Logistic):
-            raise ValueError(
-                f"Jaakkola-Jordan bounds are bounds on the logistic sigmoid; got {type(likelihood).__name__}. "
-                "Use gpc.likelihoods.Logistic()."
-            )
-        tol = tolerance(self.tol, K.dtype, 1e-10, 1e-5)
-        solver = _solve_lower if self.bound == "lower" else _solve_upper
-        return solver(self, K, y, init, tol)
+        check_logistic(likelihood)
+        return _solve_lower(self, K, y, init, tolerance(self.tol, K.dtype, 1e-10, 1e-5))
 
 
-# --------------------------------------------------------------------------- lower bound
+def check_logistic(likelihood):
+    """Jaakkola-Jordan bounds bound the logistic sigmoid: any other likelihood is an error."""
+    if not isinstance(likelihood, Logistic):
+        raise ValueError(
+            f"Jaakkola-Jordan bounds are bounds on the logistic sigmoid; got {type(likelihood).__name__}. "
+            "Use gpc.likelihoods.Logistic()."
+        )
 
 
 def jj_lambda(nu):
@@ -208,92 +185,3 @@ def _solve_lower(method, K, y, init, tol):
         info=SolverInfo(num_steps=steps, status=status, max_change=change),
         warm_start=nu,
     )
-
-
-# --------------------------------------------------------------------------- upper bound
-
-
-def upper_bound(K, y, eta):
-    """log Z'' = -sum_n H2(mu_n) + 1/2 b^T C b, b = y mu, mu = sigmoid(eta)  (Gibbs & MacKay eq. 38)."""
-    mu = jax.nn.sigmoid(eta)
-    negative_entropy = mu * jax.nn.log_sigmoid(eta) + (1.0 - mu) * jax.nn.log_sigmoid(-eta)
-    b = y * mu
-    return jnp.sum(negative_entropy) + 0.5 * jnp.dot(b, K @ b)
-
-
-def _upper_newton_direction(K, y, eta):
-    """The Newton step for log Z'' in mu (eq. 39 and its Hessian), expressed in eta = logit(mu).
-
-    Gradient in mu: g = eta + y (C b); Hessian: D^-1 + Y C Y with D = diag(mu (1 - mu)).
-    The Newton step in mu divided by D is d eta = -(I + Y C Y D)^-1 g
-    = -Y (u - C D^1/2 B^-1 D^1/2 u), u = y g, B = I + D^1/2 C D^1/2: no division
-    by D, so saturated points (mu near 0 or 1) take the step eta <- -y (C b),
-    the stationarity condition itself.  It is a descent direction for every
-    eta (its inner product with the eta-gradient D g is -g^T (D^-1 + Y C Y)^-1 g).
-    """
-    mu = jax.nn.sigmoid(eta)
-    g = eta + y * (K @ (y * mu))
-    sqrt_d = jnp.sqrt(mu * jax.nn.sigmoid(-eta))
-    u = y * g
-    L = factor_b(K, sqrt_d)
-    return -y * (u - K @ (sqrt_d * solve_b(L, sqrt_d * u)))
-
-
-class _UpperState(NamedTuple):
-    """eta = logit(mu), log Z''(eta), the last change of mu, and how the last step ended."""
-
-    eta: Array
-    value: Array
-    change: Array
-    converged: Array
-    stalled: Array
-
-
-def _solve_upper(method, K, y, init, tol):
-    """Damped Newton iterations on the convex log Z''(mu) (:func:`gpclass._iterate.iterate`)."""
-    dtype = K.dtype
-    eta0 = jnp.zeros_like(y) if init is None else jnp.asarray(init, dtype)
-
-    def step(s: _UpperState) -> _UpperState:
-        direction = _upper_newton_direction(K, y, s.eta)
-        # Rounding level of the objective: the largest terms are |b^T C b| and the entropies.
-        scale = jnp.abs(s.value) + jnp.dot(jnp.abs(y), jnp.abs(K) @ jnp.ones_like(y)) + y.shape[0]
-        noise = rounding_level(dtype, scale)
-
-        def halve(h):
-            t, _, k = h
-            return 0.5 * t, upper_bound(K, y, s.eta + 0.5 * t * direction), k + 1
-
-        t, new_value, _ = lax.while_loop(
-            lambda h: (h[1] > s.value + noise) & (h[2] < method.max_halvings),
-            halve,
-            (jnp.ones((), dtype), upper_bound(K, y, s.eta + direction), 0),
-        )
-        new_eta = s.eta + t * direction
-        change = jnp.max(jnp.abs(jax.nn.sigmoid(new_eta) - jax.nn.sigmoid(s.eta)))
-        converged = (change <= tol) & (jnp.abs(new_value - s.value) <= tol * (1.0 + jnp.abs(new_value)))
-        accepted = new_value <= s.value + noise
-        # A direction that cannot be accepted at any length ends the iterations unconverged (stalled).
-        return _UpperState(
-            jnp.where(accepted, new_eta, s.eta), jnp.where(accepted, new_value, s.value), change,
-            converged & accepted, ~accepted,
-        )
-
-    false = jnp.asarray(False)
-    start = _UpperState(eta0, upper_bound(K, y, eta0), jnp.asarray(jnp.inf, dtype), false, false)
-    end = iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=method.max_steps,
-                  finite=lambda s: all_finite(s.eta))
-    eta, steps, status, change = end.state.eta, end.num_steps, end.status, end.state.change
-    eta = lax.stop_gradient(eta)
-    n = K.shape[0]
-    b = y * jax.nn.sigmoid(eta)
-    fields = dict(
-        alpha=b,  # the posterior of eq. 26 is N(C b, C): test mean k^T b, test variance kappa
-        sqrt_w=jnp.zeros_like(b),
-        chol=jnp.eye(n, dtype=dtype),
-        mean=K @ b,
-        log_marginal=upper_bound(K, y, eta),  # envelope theorem: eta held fixed
-        info=SolverInfo(num_steps=steps, status=status, max_change=change),
-        warm_start=eta,
-    )
-    return fields

@@ -5,10 +5,10 @@ import jax
 import jax.numpy as jnp
 
 from . import _dense as dense
+from ._inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior
 from ._linalg import latent_variance_reduction
 from ._types import Array, Float
 from ._validation import check_inputs
-from .inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior
 from .likelihoods import mackay_probability
 
 

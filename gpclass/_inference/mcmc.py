@@ -13,15 +13,16 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._base import AbstractInference
-from ._posterior import SamplePosterior, SamplerInfo
-from ._samplers import acceptance_summary, finite_status, make_kernel, prior_factor
+from ._posterior import SamplerInfo, SampleSolution
+from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, finite_status, prior_factor
 
 
 class MCMC(AbstractInference):
     """Samples of f from its exact posterior.
 
     Attributes:
-        sampler: ``"elliptical_slice"`` (Murray, Adams & MacKay 2010) or ``"hmc"``.
+        sampler: the Markov kernel: ``gpc.samplers.EllipticalSlice()`` (Murray, Adams & MacKay 2010;
+            the default) or ``gpc.samplers.HMC(step_size=0.1, num_leapfrog=20)``.
         num_samples: samples kept per chain.
         num_warmup: steps discarded at the start of each chain.  Chains start
             at f = 0, the prior mean, or at ``gpc.infer(..., init=g0)`` with g0
@@ -29,21 +30,16 @@ class MCMC(AbstractInference):
             AIS result's ``warm_start`` (approximate posterior draws).
         num_chains: independent chains, run with ``vmap``.
         thin: keep every ``thin``-th step.
-        step_size, num_leapfrog: HMC settings (whitened coordinates, unit masses).
         jitter: ``jitter * mean(diag K)`` is added to the diagonal of K before
             whitening (the samples and the predictions use the same jittered prior).
     """
 
-    sampler: str = eqx.field(static=True, default="elliptical_slice")
+    sampler: AbstractSampler = EllipticalSlice()
     num_samples: int = eqx.field(static=True, default=1000)
     num_warmup: int = eqx.field(static=True, default=500)
     num_chains: int = eqx.field(static=True, default=4)
     thin: int = eqx.field(static=True, default=1)
-    step_size: float = eqx.field(static=True, default=0.1)
-    num_leapfrog: int = eqx.field(static=True, default=20)
     jitter: float = eqx.field(static=True, default=1e-10)
-
-    posterior_class = SamplePosterior
 
     def check_ml2(self):
         raise ValueError(
@@ -59,7 +55,7 @@ class MCMC(AbstractInference):
         def log_likelihood(g):
             return jnp.sum(likelihood.log_prob(y, L @ g))
 
-        kernel_init, kernel_step = make_kernel(self, log_likelihood)
+        kernel_init, kernel_step = self.sampler.build(log_likelihood)
         shape = (self.num_chains, K.shape[0])
         start = jnp.zeros(shape, K.dtype) if init is None else jnp.asarray(init, K.dtype)
         if start.shape != shape:
@@ -84,7 +80,7 @@ class MCMC(AbstractInference):
         samples = positions.reshape(-1, K.shape[0]) @ L.T
         acceptance, evaluations = acceptance_summary(info)
         nan = jnp.asarray(jnp.nan, K.dtype)
-        return dict(
+        return SampleSolution(
             samples=samples,
             log_weights=jnp.zeros(samples.shape[0], K.dtype),
             chol=L,

@@ -1,4 +1,11 @@
-"""The Gaussian posterior form every approximate inference method returns."""
+"""The posteriors gpc.infer returns, and the typed solutions the methods compute them from.
+
+A method's ``solve`` sees only the covariance matrix; it returns a
+``GaussianSolution``, ``SoftmaxSolution`` or ``SampleSolution``, and
+``solution.posterior(kernel, likelihood, X)`` adds what the method never sees.
+"""
+
+import dataclasses
 
 import equinox as eqx
 from jaxtyping import PyTree
@@ -117,3 +124,55 @@ class SamplePosterior(eqx.Module):
     log_marginal_se: Float[Array, ""]
     info: SamplerInfo
     warm_start: PyTree[Array]
+
+
+class _Solution(eqx.Module):
+    """The fields of a posterior that a method computes from K (all but the kernel, likelihood and inputs)."""
+
+    def _fields(self) -> dict:
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+
+class GaussianSolution(_Solution):
+    """What a Gaussian method's ``solve`` returns: the fields of :class:`GaussianPosterior` computed from K."""
+
+    alpha: Float[Array, " n"]
+    sqrt_w: Float[Array, " n"]
+    chol: Float[Array, "n n"]
+    mean: Float[Array, " n"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+
+    def posterior(self, kernel, likelihood, X) -> GaussianPosterior:
+        return GaussianPosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
+
+
+class SoftmaxSolution(_Solution):
+    """What multi-class Laplace's ``solve`` returns: the fields of :class:`SoftmaxPosterior` computed from K."""
+
+    alpha: Float[Array, "n C"]
+    e_blocks: Float[Array, "C n n"]
+    chol_sum_e: Float[Array, "n n"]
+    mean: Float[Array, "n C"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+
+    def posterior(self, kernel, likelihood, X) -> SoftmaxPosterior:
+        return SoftmaxPosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
+
+
+class SampleSolution(_Solution):
+    """What a sampling method's ``solve`` returns: the fields of :class:`SamplePosterior` computed from K."""
+
+    samples: Float[Array, "S n"]
+    log_weights: Float[Array, " S"]
+    chol: Float[Array, "n n"]
+    log_marginal: Float[Array, ""]
+    log_marginal_se: Float[Array, ""]
+    info: SamplerInfo
+    warm_start: PyTree[Array]
+
+    def posterior(self, kernel, likelihood, X) -> SamplePosterior:
+        return SamplePosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())

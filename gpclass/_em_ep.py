@@ -16,6 +16,8 @@ where theta maximises F at the EP posterior for theta itself.  Compare it with
 direct maximisation of the EP evidence, ``gpc.fit(gpc.EP(), ...)``.
 """
 
+from typing import NamedTuple
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -23,14 +25,14 @@ import optax
 import optax.tree_utils as otu
 from jax import lax
 
-from ._iterate import tolerance
-from ._status import Status, raise_unless_successful, solver_status
+from ._bound import expected_log_prior, posterior_covariance, variational_bound
+from ._fit import parameter_transforms
+from ._inference import EP, GaussianPosterior
+from ._inference._infer import solve_posterior
+from ._iterate import iterate, tolerance
+from ._status import Status, raise_unless_successful
 from ._types import Array, Bool, Float, Int
 from ._validation import Checks, check_binary_labels, check_inputs
-from .bound import expected_log_prior, posterior_covariance, variational_bound
-from .fit import parameter_transforms
-from .inference import EP, GaussianPosterior
-from .inference._infer import solve_posterior
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood, LabelNoise
 
@@ -65,12 +67,12 @@ class EMEPResult(eqx.Module):
 
 @eqx.filter_jit
 def fit_em_ep(
+    method: EP,
     kernel: AbstractKernel,
     likelihood: AbstractLikelihood,
     X,
     y,
     *,
-    method: EP | None = None,
     adapt_epsilon: bool = True,
     max_steps: int = 200,
     tol: float | None = None,
@@ -82,6 +84,9 @@ def fit_em_ep(
     """Fit kernel hyperparameters (and the label-flip rate) by EM-EP.
 
     Args:
+        method: the E-step, an EP configuration such as ``gpc.EP()`` (its sites
+            are warm-started from the previous E-step).  The arguments come in
+            the order of :func:`gpclass.infer` and :func:`gpclass.fit`.
         kernel: the starting covariance; every float array in it is fitted in
             log space (Kim & Ghahramani fit v0, v1, v2 and the l_m in log space).
             It must give a non-singular Gram matrix: include a ``White`` term
@@ -91,8 +96,6 @@ def fit_em_ep(
             every E-step when ``adapt_epsilon``; other likelihood parameters
             stay fixed.
         X, y: training data as for :func:`gpclass.infer`.
-        method: the E-step, ``gpc.EP()`` by default (sites warm-started from
-            the previous E-step).
         adapt_epsilon: update epsilon = r/n (needs a ``LabelNoise`` likelihood).
         max_steps: largest number of EM iterations.
         tol: stop when log q_EP(y|X) changes by at most tol (1 + |log q|) in one
@@ -117,13 +120,14 @@ def fit_em_ep(
     if not jax.tree.leaves(params):
         raise ValueError("fit_em_ep: the kernel has no floating-point parameters to fit.")
     to_free, from_free = parameter_transforms(params, kernel)
-    inner = EP() if method is None else method
+    if not isinstance(method, EP):
+        raise ValueError(f"fit_em_ep: the E-step is expectation propagation (gpc.EP(...)); got {type(method).__name__}.")
 
     def build(log_params):
         return eqx.combine(from_free(log_params), static)
 
     def e_step(log_params, likelihood, init):
-        return solve_posterior(inner, build(log_params), likelihood, X, y, init)
+        return solve_posterior(method, build(log_params), likelihood, X, y, init)
 
     def m_step(log_params, posterior, likelihood):
         log_params, converged = _maximise_prior_term(
@@ -134,44 +138,68 @@ def fit_em_ep(
             likelihood = eqx.tree_at(lambda lik: lik.epsilon, likelihood, (errors / y.shape[0]).astype(X.dtype))
         return log_params, likelihood, converged
 
-    def step(state):
-        log_params, likelihood, posterior, i, history, _, m_ok = state
-        log_params, likelihood, m_converged = m_step(log_params, posterior, likelihood)
-        new = e_step(log_params, likelihood, posterior.warm_start)
-        change = jnp.abs(new.log_marginal - posterior.log_marginal)
-        done = (change <= tol * (1.0 + jnp.abs(new.log_marginal))) & new.info.converged
-        done = done | ~jnp.isfinite(new.log_marginal)
+    def step(s: _EMState) -> _EMState:
+        log_params, likelihood, m_converged = m_step(s.log_params, s.posterior, s.likelihood)
+        new = e_step(log_params, likelihood, s.posterior.warm_start)
+        change = jnp.abs(new.log_marginal - s.posterior.log_marginal)
         if verbose:
             jax.debug.print(
                 "EM-EP step {i:4d}: log q_EP {z: .8e}  epsilon {e:.4f}  EP sweeps {s}",
-                i=i + 1,
+                i=s.steps + 1,
                 z=new.log_marginal,
                 e=getattr(likelihood, "epsilon", jnp.nan),
                 s=new.info.num_steps,
             )
-        history = history.at[i].set(new.log_marginal)
-        return log_params, likelihood, new, i + 1, history, done, m_ok & m_converged
+        return _EMState(
+            log_params=log_params,
+            likelihood=likelihood,
+            posterior=new,
+            steps=s.steps + 1,
+            history=s.history.at[s.steps].set(new.log_marginal),
+            converged=(change <= tol * (1.0 + jnp.abs(new.log_marginal))) & new.info.converged,
+            m_ok=s.m_ok & m_converged,
+        )
+
+    def terminate(s: _EMState):
+        return s.converged, ~jnp.isfinite(s.posterior.log_marginal)  # not finite: stop (FAILED)
 
     log_params = to_free(params)
-    posterior = e_step(log_params, likelihood, None)
-    history = jnp.full((max_steps,), jnp.nan, dtype=X.dtype)
-    state = (log_params, likelihood, posterior, 0, history, jnp.asarray(False), jnp.asarray(True))
-    log_params, likelihood, posterior, num_steps, history, done, m_ok = lax.while_loop(
-        lambda s: ~s[5] & (s[3] < max_steps), step, state
-    )
-    finite = jnp.isfinite(posterior.log_marginal)
-    result = EMEPResult(
-        kernel=build(log_params),
+    start = _EMState(
+        log_params=log_params,
         likelihood=likelihood,
-        posterior=posterior,
-        log_marginal=posterior.log_marginal,
-        bound=variational_bound(posterior, y),
-        history=history,
-        num_steps=jnp.asarray(num_steps),
-        status=solver_status(done & posterior.info.converged & finite, num_steps, max_steps, finite),
-        m_step_converged=m_ok,
+        posterior=e_step(log_params, likelihood, None),
+        steps=jnp.asarray(0),
+        history=jnp.full((max_steps,), jnp.nan, dtype=X.dtype),
+        converged=jnp.asarray(False),
+        m_ok=jnp.asarray(True),
+    )
+    end = iterate(step, terminate, start, max_steps=max_steps, finite=lambda s: jnp.isfinite(s.posterior.log_marginal))
+    s = end.state
+    result = EMEPResult(
+        kernel=build(s.log_params),
+        likelihood=s.likelihood,
+        posterior=s.posterior,
+        log_marginal=s.posterior.log_marginal,
+        bound=variational_bound(s.posterior, y),
+        history=s.history,
+        num_steps=end.num_steps,
+        status=end.status,
+        m_step_converged=s.m_ok,
     )
     return raise_unless_successful(result, result.status, "fit_em_ep") if throw else result
+
+
+class _EMState(NamedTuple):
+    """EM-EP after an EM step: the log hyperparameters, the likelihood (its epsilon), the E-step's posterior,
+    the record, and whether log q_EP stopped changing with a converged EP."""
+
+    log_params: object
+    likelihood: AbstractLikelihood
+    posterior: GaussianPosterior
+    steps: Int[Array, ""]  # EM steps taken: the index into history
+    history: Float[Array, " max_steps"]
+    converged: Bool[Array, ""]
+    m_ok: Bool[Array, ""]
 
 
 def _maximise_prior_term(build, log_params, posterior, X, max_steps, gtol):

@@ -6,6 +6,7 @@ from ._posterior import GaussianPosterior, SamplePosterior, SamplerInfo, Softmax
 from .ais import AIS
 from .ep import EP
 from .jaakkola_jordan import JaakkolaJordan
+from .jaakkola_jordan_upper import JaakkolaJordanUpper
 from .kl import KL
 from .laplace import Laplace
 from .mcmc import MCMC
@@ -16,4 +17,4 @@ __all__ = [
     "EP",
     "MCMC",
     "SamplePosterior",
-    "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "infer"]
+    "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "infer"]

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from .. import _dense as dense
 from .._linalg import factor_b, solve_b, sqrt_precision
+from ._posterior import GaussianSolution
 
 
 def factor_sites(K, tau):
@@ -35,11 +36,14 @@ def site_marginals(K, tau, nu, factor=None):
     return sigma_diag, mu, L
 
 
-def site_posterior(K, tau, nu, L, **fields) -> dict:
-    """The GaussianPosterior fields of prior x sites: alpha = K^-1 mu (``site_alpha``), W^1/2 = S~^1/2, the
-    factor L of B, the mean mu = K alpha, and ``fields`` (log_marginal, info, warm_start) as given."""
+def site_posterior(K, tau, nu, L, *, log_marginal, info, warm_start) -> GaussianSolution:
+    """The posterior of prior x sites: alpha = K^-1 mu (``site_alpha``), W^1/2 = S~^1/2, the factor L of B,
+    the mean mu = K alpha, and the method's log_marginal, info and warm_start as given."""
     alpha = site_alpha(K, tau, nu, L)
-    return dict(alpha=alpha, sqrt_w=sqrt_precision(tau), chol=L, mean=K @ alpha, **fields)
+    return GaussianSolution(
+        alpha=alpha, sqrt_w=sqrt_precision(tau), chol=L, mean=K @ alpha,
+        log_marginal=log_marginal, info=info, warm_start=warm_start,
+    )
 
 
 def site_alpha(K, tau, nu, L):

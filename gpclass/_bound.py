@@ -19,9 +19,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import _dense as dense
+from ._inference import GaussianPosterior
 from ._types import Array, Float
 from ._validation import check_binary_labels
-from .inference import GaussianPosterior
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood
 

@@ -1,0 +1,32 @@
+"""The public surface is exactly what ``gpclass/__init__.py`` re-exports."""
+
+import importlib
+import types
+
+import pytest
+
+import gpclass as gpc
+
+PUBLIC_MODULES = {"datasets", "kernels", "likelihoods", "metrics", "priors", "samplers"}
+
+
+def test_no_private_module_leaks_into_the_namespace():
+    public = {name for name in dir(gpc) if not name.startswith("_")}
+    assert public == set(gpc.__all__)
+    modules = {name for name in public if isinstance(getattr(gpc, name), types.ModuleType)}
+    assert modules == PUBLIC_MODULES
+
+
+@pytest.mark.parametrize("name", ["fit", "predict", "inference", "em_ep", "bound"])
+def test_functions_are_not_shadowed_modules(name):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"gpclass.{name}")
+
+
+def test_every_public_module_declares_what_it_exports():
+    """Each public module has ``__all__``, and every public gpclass object in it is listed there."""
+    for name in PUBLIC_MODULES:
+        module = getattr(gpc, name)
+        ours = {n for n in dir(module) if not n.startswith("_")
+                and getattr(getattr(module, n), "__module__", "").startswith("gpclass")}
+        assert ours == set(module.__all__), name
