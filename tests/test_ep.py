@@ -103,8 +103,10 @@ def test_sequential_random_order_and_parallel_reach_the_same_fixed_point(lik, pi
     X, y = pima_small
     kernel = gpc.kernels.SquaredExponential(variance=30.0, lengthscale=2.0)
     seq = gpc.infer(gpc.EP(schedule="sequential"), kernel, lik, X, y)
-    for other in [gpc.infer(gpc.EP(schedule="parallel"), kernel, lik, X, y),
-                  gpc.infer(gpc.EP(order="random"), kernel, lik, X, y, key=jax.random.key(3))]:
+    others = [gpc.infer(gpc.EP(schedule="parallel"), kernel, lik, X, y)]
+    if isinstance(lik, gpc.likelihoods.Logistic):  # the random order does not depend on the likelihood: one program
+        others.append(gpc.infer(gpc.EP(order="random"), kernel, lik, X, y, key=jax.random.key(3)))
+    for other in others:
         assert bool(other.info.converged)
         np.testing.assert_allclose(float(seq.log_marginal), float(other.log_marginal), atol=1e-6)
         np.testing.assert_allclose(seq.mean, other.mean, rtol=1e-6, atol=1e-6)
@@ -112,21 +114,22 @@ def test_sequential_random_order_and_parallel_reach_the_same_fixed_point(lik, pi
         gpc.infer(gpc.EP(order="random"), kernel, lik, X, y)
 
 
-def test_predictions_match_gpml_eqs_3_60_3_61(ionosphere_small):
-    X, y = ionosphere_small
+def test_predictions_match_gpml_eqs_3_60_3_61(pima_small):
+    X, y = pima_small  # the fixed-point tests' data and kernel: their compiled EP program
+    X_test = standardised_subset("pima", 5, n=15)[0]
     lik = gpc.likelihoods.Probit()
     kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
-    post = gpc.infer(gpc.EP(), kernel, lik, X[:45], y[:45])
-    K = gram(kernel, X[:45])
-    K_s = gram(kernel, X[45:], X[:45])
+    post = gpc.infer(gpc.EP(), kernel, lik, X, y)
+    K = gram(kernel, X)
+    K_s = gram(kernel, X_test, X)
     tau, nu, _, _ = sites_of(post, K)
     A = K + np.diag(1 / tau)
     mean_ref = K_s @ np.linalg.solve(A, nu / tau)
     var_ref = 20.0 - np.einsum("ij,ji->i", K_s, np.linalg.solve(A, K_s.T))
-    mean, var = gpc.predict_latent(post, X[45:])
+    mean, var = gpc.predict_latent(post, X_test)
     np.testing.assert_allclose(mean, mean_ref, rtol=1e-8, atol=1e-9)
     np.testing.assert_allclose(var, var_ref, rtol=1e-8)
-    np.testing.assert_allclose(gpc.predict(post, X[45:]), special.ndtr(mean_ref / np.sqrt(1 + var_ref)), rtol=1e-8)
+    np.testing.assert_allclose(gpc.predict(post, X_test), special.ndtr(mean_ref / np.sqrt(1 + var_ref)), rtol=1e-8)
 
 
 def test_vmap_matches_loop_and_non_convergence_is_reported():
@@ -146,10 +149,9 @@ def test_vmap_matches_loop_and_non_convergence_is_reported():
         np.testing.assert_allclose(float(batched[0][i]), single(log_vs[i], 0.7), rtol=1e-10)
         fd = central_difference(lambda t: single(*t), [log_vs[i], 0.7])
         np.testing.assert_allclose([g[i] for g in batched[1]], fd, rtol=1e-6)
+    # Reported with throw=False (raising is infer's, whatever the method: tests/test_laplace.py, test_variational.py).
     post = gpc.infer(gpc.EP(max_steps=1), se_kernel(1.0, 0.0), lik, Xs[0], ys[0], throw=False)
     assert int(post.info.status) == gpc.Status.MAX_STEPS and int(post.info.num_steps) == 1
-    with pytest.raises(Exception, match=r"EP did not converge \(MAX_STEPS\)"):
-        gpc.infer(gpc.EP(max_steps=1), se_kernel(1.0, 0.0), lik, Xs[0], ys[0])
     with pytest.raises(ValueError, match="schedule"):
         gpc.EP(schedule="random")
 
