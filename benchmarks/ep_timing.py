@@ -24,8 +24,6 @@ right-hand sides.  Parallel EP is damped (0.5) and needs more sweeps.
 """
 
 import argparse
-import os
-import time
 
 import jax  # noqa: E402
 
@@ -33,6 +31,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from harness import compile_and_time, machine_header, print_times, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
@@ -46,55 +45,42 @@ METHODS = {
     "jj-upper": gpc.JaakkolaJordanUpper(),  # logistic only
     "kl": gpc.KL(),
 }
-LIK = LIKELIHOODS["probit"]
 
 
-def value_and_grad_fn(method):
+def value_and_grad_fn(method, likelihood):
     def log_marginal(theta, X, y):
         kernel = gpc.kernels.SquaredExponential(jnp.exp(2 * theta[0]), jnp.exp(theta[1]))
-        post = gpc.infer(method, kernel, LIK, X, y)
+        post = gpc.infer(method, kernel, likelihood, X, y)
         return post.log_marginal, post.info.num_steps
 
     return jax.jit(jax.value_and_grad(log_marginal, has_aux=True))
 
 
-def timed(fn, *args):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    return out, time.perf_counter() - t0
-
-
-def run_size(X_all, y_all, n, repeats, methods):
+def run_size(X_all, y_all, n, repeats, methods, likelihood):
+    """Every method's value and gradient at size n, interleaved with one Cholesky of K + I (the reference)."""
     X, y = jnp.asarray(X_all[:n]), jnp.asarray(y_all[:n])
     theta = jnp.array([LOG_SF, LOG_L])
     K = gpc.kernels.SquaredExponential(np.exp(2 * LOG_SF), np.exp(LOG_L)).gram(X) + jnp.eye(n)
     chol = jax.jit(jnp.linalg.cholesky)
-    fns = {name: value_and_grad_fn(METHODS[name]) for name in methods}
-    first, results = {}, {}
-    _, first["cholesky"] = timed(chol, K)
-    for name, fn in fns.items():
-        results[name], first[name] = timed(fn, theta, X, y)
-    times = {name: [] for name in ["cholesky", *fns]}
-    for _ in range(repeats):
-        for name, fn in [("cholesky", chol), *fns.items()]:
-            args = (K,) if name == "cholesky" else (theta, X, y)
-            times[name].append(timed(fn, *args)[1])
-    t_chol = float(np.median(times["cholesky"]))
-    print(f"\nn = {n}: one Cholesky {t_chol * 1e3:.1f} ms (min {min(times['cholesky']) * 1e3:.1f})")
-    print(f"  {'method':14s} {'log Z':>12s} {'d/dlog sf':>10s} {'d/dlog l':>10s} {'iters':>6s} "
-          f"{'compile s':>9s} {'run s':>8s} {'min s':>8s} {'Choleskys':>9s}")
+    calls = {"cholesky": lambda: chol(K)}
+    for name in methods:
+        fn = value_and_grad_fn(METHODS[name], likelihood)
+        calls[name] = lambda fn=fn: fn(theta, X, y)
+    times = compile_and_time(calls, repeats)
+    print(f"\nn = {n}")
+    print_times(times, reference="cholesky")
     rows = []
-    for name in fns:
-        (value, iters), grad = results[name]
-        t = float(np.median(times[name]))
-        row = dict(n=n, method=name, log_z=float(value), grad=np.asarray(grad).tolist(), iters=int(iters),
-                   compile=first[name] - t, run=t, run_min=min(times[name]), choleskys=t / t_chol)
-        rows.append(row)
-        print(f"  {name:14s} {row['log_z']:12.4f} {row['grad'][0]:10.4f} {row['grad'][1]:10.4f} {row['iters']:6d} "
-              f"{row['compile']:9.2f} {t:8.3f} {row['run_min']:8.3f} {row['choleskys']:9.1f}")
-    if "ep-sequential" in results and "ep-parallel" in results:
-        (a, _), ga = results["ep-sequential"]
-        (b, _), gb = results["ep-parallel"]
+    for name in methods:
+        (value, iters), grad = times[name]["out"]
+        t = times[name]
+        rows.append(dict(n=n, method=name, log_z=float(value), grad=np.asarray(grad).tolist(), iters=int(iters),
+                         compile=t["compile"], run=t["run"], run_min=t["run_min"],
+                         choleskys=t["run"] / times["cholesky"]["run"]))
+        print(f"  {name:14s} log Z {rows[-1]['log_z']:12.4f}  grad {rows[-1]['grad'][0]:10.4f} "
+              f"{rows[-1]['grad'][1]:10.4f}  inner iterations {rows[-1]['iters']:4d}")
+    if "ep-sequential" in methods and "ep-parallel" in methods:
+        (a, _), ga = times["ep-sequential"]["out"]
+        (b, _), gb = times["ep-parallel"]["out"]
         print(f"  sequential vs parallel: |log Z diff| {abs(float(a) - float(b)):.2e}, "
               f"max |grad diff| {float(jnp.max(jnp.abs(ga - gb))):.2e}")
     return rows
@@ -108,21 +94,20 @@ def main():
                         choices=list(METHODS))
     parser.add_argument("--likelihood", choices=list(LIKELIHOODS), default="probit")
     parser.add_argument("--blas-threads", type=int, default=None)
+    parser.add_argument("--out", default="ep_timing", help="name of the JSON file in benchmarks/results/")
     args = parser.parse_args()
-    global LIK
-    LIK = LIKELIHOODS[args.likelihood]
     if args.blas_threads:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(args.blas_threads)
-    print(f"jax {jax.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, float64, "
-          f"{args.likelihood}, SE at (log sf, log l) = ({LOG_SF}, {LOG_L}), {args.repeats} repeats")
+    info = machine_header(f"Time per evaluation on USPS 3 vs 5, float64, {args.likelihood}, SE at "
+                          f"(log sf, log l) = ({LOG_SF}, {LOG_L})", args)
     X_all, y_all = gpc.datasets.load("usps35")
     perm = np.random.default_rng(0).permutation(len(y_all))
     X_all, y_all = X_all[perm], y_all[perm]
-    for n in args.sizes:
-        run_size(X_all, y_all, n, args.repeats, args.methods)
-    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+    rows = [row for n in args.sizes
+            for row in run_size(X_all, y_all, n, args.repeats, args.methods, LIKELIHOODS[args.likelihood])]
+    write_results(args.out, info, rows)
 
 
 if __name__ == "__main__":
