@@ -68,6 +68,11 @@ def solver_status(converged, num_steps, max_steps: int, finite) -> Int[Array, ""
     return jnp.where(finite, status, Status.FAILED).astype(jnp.int32)
 
 
+def finite_status(x) -> Int[Array, ""]:
+    """The status of a sampler's result: ``CONVERGED`` if every entry of ``x`` is finite, else ``FAILED``."""
+    return jnp.where(jnp.all(jnp.isfinite(x)), Status.CONVERGED, Status.FAILED).astype(jnp.int32)
+
+
 def raise_unless_successful(x, status: Int[Array, ""], who: str):
     """``x`` with an error naming ``who`` and the status unless ``status`` is a success (``successful``).
 

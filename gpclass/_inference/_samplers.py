@@ -19,7 +19,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
-from .._status import Status
 from .._types import Array, Float
 
 
@@ -187,11 +186,6 @@ def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:
         "the kernel is not a valid covariance function, or K is singular (e.g. a Linear kernel with more cases than "
         "input dimensions, or repeated inputs) and needs a larger jitter on the method.",
     )
-
-
-def finite_status(x: Array) -> Array:
-    """``Status.CONVERGED`` if every entry of ``x`` is finite, else ``Status.FAILED``."""
-    return jnp.where(jnp.all(jnp.isfinite(x)), Status.CONVERGED, Status.FAILED).astype(jnp.int32)
 
 
 def acceptance_summary(info) -> tuple[Array, Array]:

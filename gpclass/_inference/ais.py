@@ -15,9 +15,10 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import logsumexp
 
+from .._status import finite_status
 from ._base import AbstractInference
 from ._posterior import SamplerInfo, SampleSolution
-from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, finite_status, prior_factor
+from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, prior_factor
 
 
 class AIS(AbstractInference):
