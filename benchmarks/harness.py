@@ -35,24 +35,36 @@ def timed(fn: Callable[[], object]) -> tuple[object, float]:
     return out, time.perf_counter() - start
 
 
-def compile_and_time(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, dict]:
-    """For each named zero-argument function: its output, compile time, median and minimum run time (seconds).
-
-    The first call of each compiles and runs; then all are called in turn ``repeats`` times.
-    """
-    out, first = {}, {}
-    for name, fn in fns.items():
-        out[name], first[name] = timed(fn)
+def interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[float, float]]:
+    """(median, minimum) wall seconds of each (already compiled) function over ``repeats`` rounds in which every
+    function is called once in turn, so that all of them see the same machine load."""
     runs = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
             runs[name].append(timed(fn)[1])
-    result = {}
-    for name in fns:
-        median = float(np.median(runs[name])) if repeats else first[name]
-        result[name] = dict(out=out[name], compile=first[name] - median, run=median,
-                            run_min=float(np.min(runs[name])) if repeats else first[name])
-    return result
+    return {name: (float(np.median(t)), float(np.min(t))) for name, t in runs.items()}
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """(median, minimum) wall seconds of ``repeats`` calls of one (already compiled) function."""
+    return interleaved({"fn": fn}, repeats)["fn"]
+
+
+def compile_and_time(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, dict]:
+    """For each named zero-argument function: its output, compile time, median and minimum run time (seconds).
+
+    The first call of each compiles and runs; then all are called in turn ``repeats`` times (``interleaved``).
+    """
+    out, first = {}, {}
+    for name, fn in fns.items():
+        out[name], first[name] = timed(fn)
+    runs = interleaved(fns, repeats) if repeats else {name: (first[name], first[name]) for name in fns}
+    return {name: dict(out=out[name], compile=first[name] - runs[name][0], run=runs[name][0], run_min=runs[name][1])
+            for name in fns}
+
+
+def load_average() -> str:
+    return "load avg %.2f %.2f %.2f" % os.getloadavg()
 
 
 def ratios(times: dict[str, dict], reference: str) -> dict[str, float]:

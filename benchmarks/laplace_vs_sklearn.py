@@ -35,11 +35,9 @@ jax.block_until_ready.  Compile time = first call minus a later call.
 
 import argparse
 import os
-import platform
-import subprocess
 import sys
-import time
 import warnings
+from time import perf_counter as now
 
 import jax
 
@@ -50,8 +48,8 @@ import jax.scipy.linalg as jsl  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 import scipy.linalg  # noqa: E402
-import sklearn  # noqa: E402
 import sklearn.gaussian_process._gpc as sk_gpc  # noqa: E402
+from harness import fmt_t, interleaved, load_average, machine_header, median_time, timed, write_results  # noqa: E402
 from sklearn.gaussian_process import GaussianProcessClassifier  # noqa: E402
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel  # noqa: E402
 
@@ -66,47 +64,6 @@ SUMMARY = []  # (section, quantity, value) rows for the final table
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def now():
-    return time.perf_counter()
-
-
-def fmt_t(seconds):
-    if seconds is None or not np.isfinite(seconds):
-        return "n/a"
-    if seconds < 0:  # e.g. compile time = first call - median, when later calls were slowed by a stall
-        return f"-{fmt_t(-seconds)} (noise: later calls slower than the first)"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} us"
-    if seconds < 1.0:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
-
-
-def load_str():
-    return "load avg %.2f %.2f %.2f" % os.getloadavg()
-
-
-def timed_call(fn):
-    t0 = now()
-    out = jax.block_until_ready(fn())
-    return now() - t0, out
-
-
-def median_time(fn, repeats):
-    """Median and min wall time of ``repeats`` calls (fn already warmed up)."""
-    times = [timed_call(fn)[0] for _ in range(repeats)]
-    return float(np.median(times)), float(np.min(times))
-
-
-def interleaved(fns, repeats):
-    """Call each fn in turn, ``repeats`` rounds; returns {name: (median, min)}."""
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            times[name].append(timed_call(fn)[0])
-    return {name: (float(np.median(t)), float(np.min(t))) for name, t in times.items()}
 
 
 def add(section, quantity, value):
@@ -207,36 +164,14 @@ class CountingLogistic(gpc.likelihoods.Logistic):
 
 
 def header(args):
-    import equinox
-    import jaxlib
-    import optax
+    """The machine (harness) and what matters here beyond it: the BLAS thread pools and whether they stall."""
     from threadpoolctl import threadpool_info
 
     # jaxlib's CPU LAPACK kernels (potrf, trsm) are scipy's cython_lapack, i.e. scipy's
     # OpenBLAS; make sure it is loaded before asking threadpoolctl.
     jax.block_until_ready(jnp.linalg.cholesky(jnp.eye(2)))
-    print("=" * 100)
-    print("gpclass Laplace vs scikit-learn GaussianProcessClassifier -- USPS 3 vs 5, logistic, SE kernel, float64")
-    print("=" * 100)
-    print(f"python {platform.python_version()}  jax {jax.__version__}  jaxlib {jaxlib.__version__}  "
-          f"numpy {np.__version__}  scipy {scipy.__version__}  sklearn {sklearn.__version__}  "
-          f"optax {optax.__version__}  equinox {equinox.__version__}  gpclass {gpc.__version__}")
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        affinity = "n/a"
-    print(f"cores: os.cpu_count()={os.cpu_count()}  usable (affinity)={affinity}  "
-          f"jax devices={jax.devices()}  x64={jax.config.jax_enable_x64}")
-    cpu = "n/a"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    print(f"cpu: {cpu}   {load_str()}")
-    env = {k: v for k, v in sorted(os.environ.items())
-           if any(s in k for s in ("OPENBLAS", "BLAS", "OMP_", "MKL", "XLA", "JAX_"))}
-    print(f"environment: {env if env else '(no BLAS/OMP/MKL/XLA/JAX variables set)'}")
+    info = machine_header("gpclass Laplace vs scikit-learn GaussianProcessClassifier -- USPS 3 vs 5, logistic, "
+                          f"SE kernel, float64 (scipy {scipy.__version__})", args)
     print(f"  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '<unset>')}  "
           f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '<unset>')}")
     print("threadpoolctl.threadpool_info():")
@@ -246,19 +181,10 @@ def header(args):
         print(f"  {lib.get('user_api')}: internal_api={lib.get('internal_api')}  "
               f"kernel/architecture={lib.get('architecture')}  version={lib.get('version')}  "
               f"threads={lib.get('num_threads')}  [{which}] {os.path.basename(lib.get('filepath', ''))}")
-    try:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(gpc.__file__)))
-        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "gpclass"], capture_output=True,
-                               text=True, timeout=10).stdout.strip()
-        print(f"gpclass source: {os.path.dirname(gpc.__file__)}  git HEAD {head or 'n/a'}"
-              f"{'  (gpclass/ has uncommitted changes)' if dirty else ''}")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    print(f"arguments: {vars(args)}")
+    info["threadpools"] = threadpool_info()
     stall_check()
     print()
+    return info
 
 
 def stall_check(n=400, calls=10):
@@ -301,7 +227,7 @@ def stall_check(n=400, calls=10):
 
 def section_eval(X_all, y_all, n, args, profile_rows):
     """Sections 1 and 2 (and the profile P) for training size n."""
-    print(f"--- n = {n}: one log marginal likelihood + gradient evaluation ({load_str()})")
+    print(f"--- n = {n}: one log marginal likelihood + gradient evaluation ({load_average()})")
     Xn, yn = X_all[:n], y_all[:n]
     Xj, yj = jnp.asarray(Xn), jnp.asarray(yn)
     lv0, ll0 = jnp.asarray(2 * LOG_SF), jnp.asarray(LOG_L)
@@ -313,7 +239,7 @@ def section_eval(X_all, y_all, n, args, profile_rows):
     infer = jax.jit(lambda log_v, log_l, X, y, init: gpc.infer(
         gpc.Laplace(), se_kernel(log_v, log_l), LIK, X, y, init=init))
 
-    t_first, (value_gp, grad_gp) = timed_call(lambda: vg(lv0, ll0, Xj, yj))
+    (value_gp, grad_gp), t_first = timed(lambda: vg(lv0, ll0, Xj, yj))
 
     sk = GaussianProcessClassifier(sk_kernel(2 * LOG_SF, LOG_L), optimizer=None).fit(Xn, yn)
     theta = sk.kernel_.theta
@@ -490,7 +416,7 @@ def profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_
 
 def section_fit(X_all, y_all, n, args):
     """Section 3: a full ML-II fit from (LOG_SF, LOG_L)."""
-    print(f"--- n = {n}: full ML-II fit from log sf = {LOG_SF}, log l = {LOG_L} ({load_str()})")
+    print(f"--- n = {n}: full ML-II fit from log sf = {LOG_SF}, log l = {LOG_L} ({load_average()})")
     Xn, yn = X_all[:n], y_all[:n]
     Xj, yj = jnp.asarray(Xn), jnp.asarray(yn)
     k0 = se_kernel(jnp.asarray(2 * LOG_SF), jnp.asarray(LOG_L))
@@ -499,8 +425,8 @@ def section_fit(X_all, y_all, n, args):
         return gpc.fit(gpc.Laplace(), kernel, likelihood, X, y, max_steps=args.max_steps, gtol=args.gtol)
 
     fit_jit = jax.jit(run_fit)
-    t_first, _ = timed_call(lambda: fit_jit(k0, LIK, Xj, yj))
-    t_gp, res = timed_call(lambda: fit_jit(k0, LIK, Xj, yj))
+    _, t_first = timed(lambda: fit_jit(k0, LIK, Xj, yj))
+    res, t_gp = timed(lambda: fit_jit(k0, LIK, Xj, yj))
     compile_fit = t_first - t_gp
     log_v, log_l = float(jnp.log(res.kernel.variance)), float(jnp.log(res.kernel.lengthscale))
 
@@ -553,7 +479,7 @@ def section_batch(X_all, y_all, args):
     """Section 4: one vmapped gpclass.fit over many small data sets vs a loop of sklearn fits."""
     S, m = args.num_sets, args.set_size
     print(f"--- throughput: {S} random subsets of usps35 with n = {m} each (seeds 10000..{10000 + S - 1}) "
-          f"({load_str()})")
+          f"({load_average()})")
     idx = np.stack([np.random.default_rng(10_000 + s).choice(len(X_all), m, replace=False) for s in range(S)])
     Xs, ys = X_all[idx], y_all[idx]
     assert np.all(np.abs(ys.sum(axis=1)) < m), "a subset with a single class"
@@ -564,8 +490,8 @@ def section_batch(X_all, y_all, args):
         return gpc.fit(gpc.Laplace(), k0, LIK, X, y, max_steps=args.max_steps, gtol=args.gtol)
 
     batched = jax.jit(jax.vmap(one_fit))
-    t_first, _ = timed_call(lambda: batched(Xs_j, ys_j))
-    t_gp, res = timed_call(lambda: batched(Xs_j, ys_j))
+    _, t_first = timed(lambda: batched(Xs_j, ys_j))
+    res, t_gp = timed(lambda: batched(Xs_j, ys_j))
     compile_b = t_first - t_gp
     obj_gp = np.asarray(res.objective)
     steps_gp = np.asarray(res.num_steps)
@@ -573,7 +499,7 @@ def section_batch(X_all, y_all, args):
 
     # The same fits one at a time through one jitted (unbatched) function.
     single = jax.jit(one_fit)
-    t1_first, _ = timed_call(lambda: single(Xs_j[0], ys_j[0]))
+    _, t1_first = timed(lambda: single(Xs_j[0], ys_j[0]))
     t0 = now()
     for s in range(S):
         jax.block_until_ready(single(Xs_j[s], ys_j[s]))
@@ -673,6 +599,7 @@ def main(argv=None):
     parser.add_argument("--max-steps", type=int, default=100, help="fit: largest number of L-BFGS steps")
     parser.add_argument("--gtol", type=float, default=1e-5,
                         help="fit: max |grad| w.r.t. log hyperparameters (scipy L-BFGS-B's pgtol is 1e-5 too)")
+    parser.add_argument("--out", default="laplace_vs_sklearn", help="name of the JSON file in benchmarks/results/")
     parser.add_argument("--quick", action="store_true", help="smoke run: sizes 200 400, 2 repeats, 32 small sets")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="skip the profile of where gpclass's time goes")
@@ -702,7 +629,7 @@ def main(argv=None):
     perm = np.random.default_rng(0).permutation(len(X))
     X, y = X[perm], y[perm]
     t_start = now()
-    header(args)
+    info = header(args)
     if max(args.sizes + args.fit_sizes) > len(X):
         sys.exit(f"usps35 has {len(X)} cases")
 
@@ -720,7 +647,7 @@ def main(argv=None):
 
     print("=" * 100)
     print(f"SUMMARY (medians; ratios > 1 mean gpclass is faster)   total run time {fmt_t(now() - t_start)}, "
-          f"{load_str()}")
+          f"{load_average()}")
     print("=" * 100)
     width = max(len(q) for _, q, _ in SUMMARY + profile_rows)
     last = None
@@ -729,6 +656,7 @@ def main(argv=None):
             print(f"[{sec}]")
             last = sec
         print(f"  {q:{width}s}  {v}")
+    write_results(args.out, info, [dict(section=sec, quantity=q, value=v) for sec, q, v in SUMMARY + profile_rows])
 
 
 if __name__ == "__main__":
