@@ -1,5 +1,7 @@
 """Tests run in float64 (enabled here, never inside the library)."""
 
+import typing
+
 import equinox as eqx
 import jax
 
@@ -44,26 +46,49 @@ def se_kernel(log_variance, log_lengthscale):
     return gpc.kernels.SquaredExponential(variance=jnp.exp(log_variance), lengthscale=jnp.exp(log_lengthscale))
 
 
-def log_marginal_functions(method):
-    """(raw, value, value_and_grad, compiled) for log q(y|X) of ``method`` with an SE kernel in log parameters.
+class LogMarginal(typing.NamedTuple):
+    """log q(y|X) of one method with an SE kernel in log parameters, as functions sharing ONE compiled program.
 
-    ``raw(log_variance, log_lengthscale, lik, X, y)`` is the traceable function; ``value_and_grad`` calls one
-    jitted value-and-gradient program (``compiled``) with float64 hyperparameters, and ``value`` calls the
-    same program and discards the gradient, so finite-difference checks add no compilation.
+    ``raw(log_variance, log_lengthscale, lik, X, y)`` is the traceable log marginal likelihood; ``compiled`` is
+    the jitted program returning ((value, posterior), (d/d log_variance, d/d log_lengthscale)).  The helpers call
+    it with float64 hyperparameters: ``value_and_grad``, ``value`` (gradient discarded, for finite differences)
+    and ``posterior`` (the posterior, for tests of the solution itself), so that the posterior, the value and the
+    gradient of one likelihood and data shape cost one compilation.
     """
 
+    raw: typing.Callable
+    value: typing.Callable
+    value_and_grad: typing.Callable
+    posterior: typing.Callable
+    compiled: typing.Callable
+
+
+def log_marginal_functions(method) -> LogMarginal:
+    """The :class:`LogMarginal` functions of ``method``."""
+
+    def with_posterior(log_variance, log_lengthscale, lik, X, y):
+        post = gpc.infer(method, se_kernel(log_variance, log_lengthscale), lik, X, y)
+        return post.log_marginal, post
+
     def raw(log_variance, log_lengthscale, lik, X, y):
-        return gpc.infer(method, se_kernel(log_variance, log_lengthscale), lik, X, y).log_marginal
+        return with_posterior(log_variance, log_lengthscale, lik, X, y)[0]
 
-    compiled = jax.jit(jax.value_and_grad(raw, argnums=(0, 1)))
+    compiled = jax.jit(jax.value_and_grad(with_posterior, argnums=(0, 1), has_aux=True))
 
-    def value_and_grad(log_variance, log_lengthscale, lik, X, y):
+    def call(log_variance, log_lengthscale, lik, X, y):
         return compiled(as_float64(log_variance), as_float64(log_lengthscale), lik, X, y)
 
-    def value(log_variance, log_lengthscale, lik, X, y):
-        return value_and_grad(log_variance, log_lengthscale, lik, X, y)[0]
+    def value_and_grad(log_variance, log_lengthscale, lik, X, y):
+        (value, _), grad = call(log_variance, log_lengthscale, lik, X, y)
+        return value, grad
 
-    return raw, value, value_and_grad, compiled
+    def value(log_variance, log_lengthscale, lik, X, y):
+        return call(log_variance, log_lengthscale, lik, X, y)[0][0]
+
+    def posterior(log_variance, log_lengthscale, lik, X, y):
+        return call(log_variance, log_lengthscale, lik, X, y)[0][1]
+
+    return LogMarginal(raw, value, value_and_grad, posterior, compiled)
 
 
 @eqx.filter_jit

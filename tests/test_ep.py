@@ -26,7 +26,7 @@ LIKELIHOODS = pytest.mark.parametrize(
 SCHEDULES = pytest.mark.parametrize("schedule", ["sequential", "parallel"])
 
 
-_, _, ep_log_marginal_and_grad, _ = log_marginal_functions(gpc.EP())
+ep_log_marginal_and_grad = log_marginal_functions(gpc.EP()).value_and_grad
 
 
 def sites_of(post, K):

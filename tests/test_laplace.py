@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import as_float64, central_difference, log_marginal_functions, se_kernel, standardised_subset
+from conftest import central_difference, log_marginal_functions, se_kernel, standardised_subset
 from scipy import optimize, special, stats
 from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
@@ -16,17 +16,11 @@ from gpclass._validation import check_binary_labels
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 LIKELIHOODS = pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
 
-laplace_log_marginal, log_marginal, log_marginal_and_grad, _value_and_grad = log_marginal_functions(gpc.Laplace())
-
-
-@jax.jit
-def _posterior(log_variance, log_lengthscale, lik, X, y):
-    return gpc.infer(gpc.Laplace(), se_kernel(log_variance, log_lengthscale), lik, X, y)
-
-
-def posterior(log_variance, log_lengthscale, lik, X, y):
-    """The Laplace posterior, one compilation per likelihood and data shape (float64 hyperparameters)."""
-    return _posterior(as_float64(log_variance), as_float64(log_lengthscale), lik, X, y)
+# One compiled program per likelihood and data shape gives the posterior, log q and its gradient.
+LAPLACE = log_marginal_functions(gpc.Laplace())
+laplace_log_marginal, log_marginal, log_marginal_and_grad, posterior = (
+    LAPLACE.raw, LAPLACE.value, LAPLACE.value_and_grad, LAPLACE.posterior
+)
 
 
 # --- dense references written from the definitions, in numpy -------------------------------------
@@ -170,8 +164,8 @@ def test_gradient_wrt_log_lengthscale_as_in_the_issue(ionosphere_small):
 
 @LIKELIHOODS
 def test_predictions_match_dense_formulas(lik, ionosphere_small):
-    X, y = ionosphere_small
-    X_train, y_train, X_test = X[:45], y[:45], X[45:]
+    X_train, y_train = ionosphere_small  # the mode test's data: its compiled program
+    X_test = standardised_subset("ionosphere", 4, n=15)[0]
     post = posterior(np.log(2.0), np.log(4.0), lik, X_train, y_train)
     mean, var = gpc.predict_latent(post, X_test)
     K = np_se(X_train, X_train, 2.0, 4.0)
@@ -209,10 +203,10 @@ def test_second_call_does_not_recompile(pima_small):
     """New data of the same shape and new hyperparameter values reuse the compiled program."""
     X, y = pima_small
     log_marginal_and_grad(0.1, 0.0, LOGISTIC, X, y)
-    compiled = _value_and_grad._cache_size()
+    compiled = LAPLACE.compiled._cache_size()
     X2, y2 = standardised_subset("pima", 3)
     log_marginal_and_grad(0.7, 0.3, LOGISTIC, X2, y2)
-    assert _value_and_grad._cache_size() == compiled
+    assert LAPLACE.compiled._cache_size() == compiled
 
 
 def test_warm_start_gives_the_same_mode_in_fewer_steps(ionosphere_small):
