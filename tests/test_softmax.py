@@ -30,14 +30,23 @@ def kernel_from(theta):
     return per_class_kernel(theta[: theta.shape[0] // 2], theta[theta.shape[0] // 2 :])
 
 
-@jax.jit
-def posterior(theta, X, y):
+def infer(theta, X, y):
     return gpc.infer(gpc.Laplace(), kernel_from(theta), gpc.likelihoods.Softmax(C), X, y)
 
 
 @jax.jit
+def evaluate(theta, X, y):
+    """((log q, posterior), d log q / d theta): one compiled program per kernel form and data shape."""
+    return jax.value_and_grad(lambda t: (lambda post: (post.log_marginal, post))(infer(t, X, y)), has_aux=True)(theta)
+
+
+def posterior(theta, X, y):
+    return evaluate(theta, X, y)[0][1]
+
+
 def log_marginal_and_grad(theta, X, y):
-    return jax.value_and_grad(lambda t: posterior(t, X, y).log_marginal)(theta)
+    (value, _), grad = evaluate(theta, X, y)
+    return value, grad
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +54,11 @@ def vehicle_small():
     """40 standardised cases of the Vehicle data, relabelled to 3 classes (0, 1 and 2-or-3)."""
     X, y = standardised_subset("vehicle", 3, n=40)
     return X, np.minimum(y, 2)
+
+
+def vehicle_test_inputs():
+    """10 standardised Vehicle inputs to predict at (a different subset from ``vehicle_small``)."""
+    return standardised_subset("vehicle", 5, n=10)[0]
 
 
 # --- dense references in numpy (class-major Cn vectors, as GPML eq. 3.33) -----------------------------
@@ -107,7 +121,7 @@ def test_gradient_matches_finite_differences(case, vehicle_small):
 
 def test_reverse_mode_stores_no_newton_iterations(vehicle_small):
     X, y = vehicle_small
-    jaxpr = str(jax.make_jaxpr(jax.grad(lambda t: posterior(t, X, y).log_marginal))(THETAS["shared"]))
+    jaxpr = str(jax.make_jaxpr(jax.grad(lambda t: infer(t, X, y).log_marginal))(THETAS["shared"]))
     # Newton's loop is a while loop (never unrolled into a scan); the only scans are the loops over the
     # C = 3 classes that run a batch of factorisations one at a time on the CPU (gpclass/_dense.py).
     assert "while" in jaxpr
@@ -165,20 +179,21 @@ def test_two_classes_equal_binary_logistic_with_doubled_kernel(ionosphere_small)
 
 def test_latent_predictions_match_dense_formula(vehicle_small):
     """eq. 3.43, first line: Sigma + Q*^T K^-1 (K^-1 + W)^-1 K^-1 Q*, with dense Cn x Cn matrices."""
-    X, y = vehicle_small
+    X, y = vehicle_small  # the mode tests' data: their compiled program
+    X_test = vehicle_test_inputs()
     theta = THETAS["per-class"]
-    post = posterior(theta, X[:30], y[:30])
-    mean, cov = gpc.predict_latent(post, X[30:])
+    post = posterior(theta, X, y)
+    mean, cov = gpc.predict_latent(post, X_test)
     kernel = kernel_from(jnp.asarray(theta))
-    K, K_big = dense_blocks(theta, X[:30])
-    K_cross = gram(kernel, X[30:], X[:30])  # (C, m, n)
-    prior_var = np.asarray(jit_call(kernel.diag, X[30:]))  # (C, m)
+    K, K_big = dense_blocks(theta, X)
+    K_cross = gram(kernel, X_test, X)  # (C, m, n)
+    prior_var = np.asarray(jit_call(kernel.diag, X_test))  # (C, m)
     F = np.asarray(post.mean)
     f = F.T.reshape(-1)
     K_inv = np.linalg.inv(K_big)
     post_cov = np.linalg.inv(K_inv + dense_w(special.softmax(F, axis=1)))
-    n = 30
-    for j in range(len(X) - 30):
+    n = len(y)
+    for j in range(len(X_test)):
         Q = np.zeros((C * n, C))
         for c in range(C):
             Q[c * n : (c + 1) * n, c] = K_cross[c, j]
@@ -201,8 +216,8 @@ def gauss_hermite_softmax(mean, cov, nodes=40):
 
 def test_class_probabilities_against_quadrature(vehicle_small):
     X, y = vehicle_small
-    post = posterior(THETAS["per-class"], X[:30], y[:30])
-    X_test = X[30:36]
+    post = posterior(THETAS["per-class"], X, y)
+    X_test = vehicle_test_inputs()[:6]
     mean, cov = gpc.predict_latent(post, X_test)
     truth = np.stack([gauss_hermite_softmax(np.asarray(m), np.asarray(s)) for m, s in zip(mean, cov)])
     mc = gpc.predict(post, X_test, key=jax.random.key(1), num_samples=40_000)
@@ -239,9 +254,9 @@ def test_second_call_does_not_recompile(vehicle_small):
     """New hyperparameter values and new labels of the same shape reuse the compiled program."""
     X, y = vehicle_small
     posterior(THETAS["shared"], X, y)
-    compiled = posterior._cache_size()
+    compiled = evaluate._cache_size()
     posterior(THETAS["stiff"], X, (y + 1) % C)
-    assert posterior._cache_size() == compiled
+    assert evaluate._cache_size() == compiled
 
 
 @pytest.mark.timeout(240)  # the multi-class fit that hung in a plain process (tests/test_no_deadlock.py)
