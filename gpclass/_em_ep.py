@@ -29,7 +29,7 @@ from ._bound import expected_log_prior, posterior_covariance, variational_bound
 from ._fit import parameter_transforms
 from ._inference import EP, GaussianPosterior
 from ._inference._infer import solve_posterior
-from ._iterate import iterate, tolerance
+from ._iterate import all_finite, iterate, tolerance
 from ._status import Status, raise_unless_successful
 from ._types import Array, Bool, Float, Int
 from ._validation import Checks, check_binary_labels, check_inputs
@@ -203,7 +203,8 @@ class _EMState(NamedTuple):
 
 
 def _maximise_prior_term(build, log_params, posterior, X, max_steps, gtol):
-    """M-step: maximise E_q[log N(f|0, C(theta))] (Kim & Ghahramani eq. 16) over log theta with L-BFGS.
+    """M-step: maximise E_q[log N(f|0, C(theta))] (Kim & Ghahramani eq. 16) over log theta with L-BFGS
+    (optax's, one update per step of :func:`gpclass._iterate.iterate`).
 
     q = N(mu, A) is the E-step's posterior, held fixed; returns the new log
     parameters and whether max |gradient| <= gtol was reached.
@@ -220,18 +221,22 @@ def _maximise_prior_term(build, log_params, posterior, X, max_steps, gtol):
     def max_abs(tree):
         return jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in jax.tree.leaves(tree)]))
 
-    def step(carry):
-        params, state = carry
-        value, grad = value_and_grad(params, state=state)
-        updates, state = optimizer.update(grad, state, params, value=value, grad=grad, value_fn=negative_f)
-        return optax.apply_updates(params, updates), state
+    def step(s: _MStep) -> _MStep:
+        value, grad = value_and_grad(s.params, state=s.opt_state)
+        updates, opt_state = optimizer.update(grad, s.opt_state, s.params, value=value, grad=grad, value_fn=negative_f)
+        return _MStep(optax.apply_updates(s.params, updates), opt_state)
 
-    def keep_going(carry):
-        _, state = carry
-        count = otu.tree_get(state, "count")
-        grad = otu.tree_get(state, "grad")
-        return (count == 0) | ((count < max_steps) & (max_abs(grad) > gtol))
+    def terminate(s: _MStep):
+        # The state caches the gradient at the new point (computed by the line search).
+        return max_abs(otu.tree_get(s.opt_state, "grad")) <= gtol, jnp.asarray(False)
 
-    params, state = lax.while_loop(keep_going, step, (log_params, optimizer.init(log_params)))
-    # The cached gradient is at the last accepted point.
-    return params, max_abs(otu.tree_get(state, "grad")) <= gtol
+    end = iterate(step, terminate, _MStep(log_params, optimizer.init(log_params)), max_steps=max_steps,
+                  finite=lambda s: all_finite(*jax.tree.leaves(s.params)))
+    return end.state.params, end.status == Status.CONVERGED
+
+
+class _MStep(NamedTuple):
+    """The M-step's L-BFGS: the log parameters and optax's state (which caches the gradient there)."""
+
+    params: object
+    opt_state: object
