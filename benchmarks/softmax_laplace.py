@@ -24,10 +24,8 @@ All runs in float64.  Data splits are random permutations with a fixed seed.
 """
 
 import argparse
-import json
-import os
-import time
 import warnings
+from time import perf_counter as now
 
 import jax  # noqa: E402
 
@@ -35,15 +33,10 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from harness import RESULTS, machine_header, median_time, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 from gpclass._inference.laplace_softmax import softmax_blocks  # noqa: E402
-
-RESULTS = os.path.join(os.path.dirname(__file__), "results")
-
-
-def now():
-    return time.perf_counter()
 
 
 def se(log_l, log_sf):
@@ -94,27 +87,21 @@ def section_timing(args, record):
         chol_batch = jax.jit(jax.vmap(jnp.linalg.cholesky))
         chol_one = jax.jit(jnp.linalg.cholesky)
 
-        def timed(fn, *a, repeats):
+        def compile_then_time(fn, *a, repeats):
             """(output, compile seconds, median run seconds): compiled ahead of time, then run."""
-            t0 = now()
-            compiled = fn.lower(*a).compile()
-            compile_s = now() - t0
-            times = []
-            for _ in range(repeats):
-                t0 = now()
-                out = jax.block_until_ready(compiled(*a))
-                times.append(now() - t0)
-            return out, compile_s, float(np.median(times))
+            compiled, compile_s = timed(lambda: fn.lower(*a).compile())
+            out, _ = timed(lambda: compiled(*a))
+            return out, compile_s, median_time(lambda: compiled(*a), repeats)[0]
 
         repeats = 1 if n >= 4000 else args.repeats
-        _, _, t_chol_batch = timed(chol_batch, Ks, repeats=3)
-        _, _, t_chol_one = timed(chol_one, K, repeats=5)
-        (lml, steps, mode), c_fwd, t_fwd = timed(forward, theta0, repeats=repeats)
-        (lml2, grad), c_vg, t_vg = timed(value_and_grad, theta0, repeats=repeats)
+        _, _, t_chol_batch = compile_then_time(chol_batch, Ks, repeats=3)
+        _, _, t_chol_one = compile_then_time(chol_one, K, repeats=5)
+        (lml, steps, mode), c_fwd, t_fwd = compile_then_time(forward, theta0, repeats=repeats)
+        (lml2, grad), c_vg, t_vg = compile_then_time(value_and_grad, theta0, repeats=repeats)
         # The unit of work of one Newton step (Algorithm 3.3, lines 5-10): C Cholesky factorisations,
         # the C matrices E_c (two triangular solves each) and the Cholesky factor of sum_c E_c.
         pi = jax.nn.softmax(mode, axis=1)
-        _, _, t_blocks = timed(jax.jit(softmax_blocks), K - jnp.eye(n), pi, repeats=repeats)
+        _, _, t_blocks = compile_then_time(jax.jit(softmax_blocks), K - jnp.eye(n), pi, repeats=repeats)
         row = dict(
             n=n, C=10, newton_steps=int(steps), log_marginal=float(lml), grad=np.asarray(grad).tolist(),
             compile_forward_s=c_fwd, run_forward_s=t_fwd, compile_value_and_grad_s=c_vg, run_value_and_grad_s=t_vg,
@@ -240,7 +227,7 @@ def plot_usps10(result):
         axes[0].plot(result["ml2"]["log_l"], result["ml2"]["log_sf"], "rx", ms=10)
     fig.suptitle(f"USPS 10 classes, multi-class Laplace, n = {result['n_train']} / {result['n_test']} (cf. GPML Figure 3.11)")
     fig.tight_layout()
-    path = os.path.join(RESULTS, f"usps10_grid_{result['n_train']}.png")
+    path = RESULTS / f"usps10_grid_{result['n_train']}.png"
     fig.savefig(path, dpi=110)
     print("saved", path)
 
@@ -333,14 +320,12 @@ def main():
     parser.add_argument("--satellite-test", type=int, default=2000)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    print(f"jax {jax.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, float64, arguments {vars(args)}")
+    info = machine_header("Multi-class Laplace (softmax): " + ", ".join(args.sections) + ", float64", args)
     record = dict(arguments=vars(args))
     for section in args.sections:
         dict(timing=section_timing, usps10=section_usps10, uci=section_uci)[section](args, record)
-    out = args.out or os.path.join(RESULTS, f"softmax_laplace_{'_'.join(args.sections)}.json")
-    with open(out, "w") as f:
-        json.dump(record, f, indent=1)
-    print("saved", out)
+    out = args.out.removesuffix(".json") if args.out else f"softmax_laplace_{'_'.join(args.sections)}"
+    write_results(out, info, record)
 
 
 if __name__ == "__main__":
