@@ -31,8 +31,6 @@ one, cheaper per sweep at these sizes).
 
 import argparse
 import json
-import os
-import time
 
 import jax  # noqa: E402
 
@@ -40,11 +38,11 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from harness import RESULTS, machine_header, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
 E_STEP = gpc.EP(schedule="parallel")
-RESULTS = os.path.join(os.path.dirname(__file__), "results")
 
 
 def kg_kernel(d, inv_lengthscale, v0=1.0, v1=1e-4, v2=1e-3):
@@ -81,10 +79,7 @@ EM_TOL = None  # set from --em-tol
 
 def run_em(kernel, likelihood, X, y, **kwargs):
     """One EM-EP fit, timed (the first call of a shape includes compilation)."""
-    t0 = time.perf_counter()
-    result = gpc.fit_em_ep(E_STEP, kernel, likelihood, X, y, tol=EM_TOL, **kwargs)
-    jax.block_until_ready(result.log_marginal)
-    return result, time.perf_counter() - t0
+    return timed(lambda: gpc.fit_em_ep(E_STEP, kernel, likelihood, X, y, tol=EM_TOL, **kwargs))
 
 
 def ard_data(seed, n_train=300, n_test=100):
@@ -109,9 +104,9 @@ def section_ard(seeds, max_em_steps, ml2=True):
                   f"EM steps {row['em_steps']} conv {row['converged']}  {secs:.1f} s", flush=True)
         if ml2:
             # The same ARD model with the EP evidence maximised directly (gpc.fit), from the same start.
-            t0 = time.perf_counter()
-            res = gpc.fit(E_STEP, kg_kernel(6, np.full(6, 0.05)), step_likelihood(0.01), X, y, max_steps=300)
-            secs = time.perf_counter() - t0
+            res, secs = timed(
+                lambda: gpc.fit(E_STEP, kg_kernel(6, np.full(6, 0.05)), step_likelihood(0.01), X, y, max_steps=300)
+            )
             row = dict(seed=seed, model="multiple ML-II", log_evidence=float(res.objective), bound=float("nan"),
                        error=test_error(res.posterior, Xt, yt), em_steps=int(res.num_steps),
                        converged=bool(res.converged), seconds=round(secs, 1), **describe(res.kernel, res.likelihood))
@@ -195,9 +190,7 @@ def section_cv(datasets, n_folds, max_em_steps, max_steps, skip_folds=0, checkpo
             s_fit, s_secs = run_em(start, step_likelihood(0.0), X, y, max_steps=max_em_steps)
             ard_start = eqx_tree_ard(s_fit.kernel, d)
             m_fit, m_secs = run_em(ard_start, s_fit.likelihood, X, y, max_steps=max_em_steps)
-            t0 = time.perf_counter()
-            ml = ml2_fit(start, X, y, max_steps)
-            ml_secs = time.perf_counter() - t0
+            ml, ml_secs = timed(lambda: ml2_fit(start, X, y, max_steps))
             for key, res, secs in [("EM-EP(s,soft)", s_fit, s_secs), ("EM-EP(m,soft)", m_fit, m_secs),
                                    ("ML-II EP(s,soft)", ml, ml_secs)]:
                 err = test_error(res.posterior, Xt, yt)
@@ -237,27 +230,24 @@ def main():
     parser.add_argument("--max-em-steps", type=int, default=300)
     parser.add_argument("--max-steps", type=int, default=200, help="gpc.fit steps for the ML-II comparison")
     parser.add_argument("--skip-folds", type=int, default=0, help="cv: start at fold K + 1 (resume a cut-short run)")
+    parser.add_argument("--out", default=None, help="name of the JSON file in benchmarks/results/ (default: by sections)")
     parser.add_argument("--em-tol", type=float, default=None,
                         help="EM-EP stopping tolerance on the relative change of log q_EP (default: the library's 1e-7)")
     args = parser.parse_args()
     global EM_TOL
     EM_TOL = args.em_tol
-    os.makedirs(RESULTS, exist_ok=True)
-    print(f"jax {jax.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, float64, "
-          f"E-step {E_STEP}, EM tol {EM_TOL or 'default'}, arguments {vars(args)}")
+    RESULTS.mkdir(exist_ok=True)
+    info = machine_header(f"Kim & Ghahramani's EM-EP experiments, float64, E-step {E_STEP}, "
+                          f"EM tol {EM_TOL or 'default'}", args)
     out = {}
     if "ard" in args.sections:
         out["ard"] = section_ard(range(args.seeds), args.max_em_steps)
     if "circle" in args.sections:
         out["circle"] = section_circle(range(args.circle_seeds), args.max_em_steps)
     if "cv" in args.sections:
-        checkpoint = os.path.join(RESULTS, "kim_ghahramani_cv_" + "_".join(args.datasets) + "_partial.json")
+        checkpoint = RESULTS / ("kim_ghahramani_cv_" + "_".join(args.datasets) + "_partial.json")
         out["cv"] = section_cv(args.datasets, args.folds, args.max_em_steps, args.max_steps, args.skip_folds, checkpoint)
-    os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, "kim_ghahramani_" + "_".join(args.sections) + ".json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
-    print("saved", path)
+    write_results(args.out or "kim_ghahramani_" + "_".join(args.sections), info, out)
 
 
 if __name__ == "__main__":
