@@ -169,3 +169,17 @@ def _commit(package: Path) -> str:
     except (OSError, subprocess.SubprocessError):
         return "n/a"
     return (head or "n/a") + (" + uncommitted changes" if dirty else "")
+
+
+def pyplot():
+    """matplotlib.pyplot with the Agg backend, or None (with a note) when matplotlib is not installed: the figures
+    are optional, the numbers are not."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: figure skipped (pip install matplotlib to draw it)", flush=True)
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -27,8 +27,7 @@ Sections
 
 import argparse
 import json
-import os
-import time
+from time import perf_counter as now
 
 import jax  # noqa: E402
 
@@ -36,16 +35,12 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from harness import RESULTS, machine_header, pyplot, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
-RESULTS = os.path.join(os.path.dirname(__file__), "results")
 PROBIT = gpc.likelihoods.Probit()
 LOGISTIC = gpc.likelihoods.Logistic()
-
-
-def now():
-    return time.perf_counter()
 
 
 def load_split():
@@ -69,9 +64,8 @@ def gaussian_grid(method, likelihood, L, S, data):
         return post.log_marginal, gpc.metrics.information_bits(yte, p, ytr), post.info.converged
 
     fn = jax.jit(jax.vmap(one))
-    t0 = now()
-    out = jax.block_until_ready(fn(L.ravel(), S.ravel()))
-    return [np.asarray(o).reshape(L.shape) for o in out], now() - t0
+    out, seconds = timed(lambda: fn(L.ravel(), S.ravel()))
+    return [np.asarray(o).reshape(L.shape) for o in out], seconds
 
 
 def section_grid(args, record, data):
@@ -153,11 +147,9 @@ def _argmax(Z, L, S):
 
 
 def plot_grid(result, L, S, args):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:
+        return
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
     lz = [("Laplace", result["laplace"]["log_marginal"]), ("EP", result["ep"]["log_marginal"]),
           (f"AIS (T = {args.temperatures}, R = 3)", result["ais"]["log_marginal"])]
@@ -176,7 +168,7 @@ def plot_grid(result, L, S, args):
         ax.set_ylabel("log magnitude (log sigma)")
     fig.suptitle("Ionosphere, 200 train / 151 test, probit (cf. Kuss & Rasmussen Figure 4)")
     fig.tight_layout()
-    path = os.path.join(RESULTS, f"ionosphere_ais_grid_{L.shape[1]}x{L.shape[0]}_T{args.temperatures}.png")
+    path = RESULTS / f"ionosphere_ais_grid_{L.shape[1]}x{L.shape[0]}_T{args.temperatures}.png"
     fig.savefig(path, dpi=100)
     print("saved", path)
 
@@ -186,26 +178,20 @@ def section_timing(args, record, data):
     kernel = se(2.0, 2.0)
     rows = {}
     for sampler in ("elliptical_slice", "hmc"):
-        kernel = gpc.samplers.HMC(step_size=0.1, num_leapfrog=10) if sampler == "hmc" else gpc.samplers.EllipticalSlice()
-        method = gpc.AIS(num_temperatures=8000, num_runs=3, sampler=kernel)
-        fn = jax.jit(lambda key: gpc.infer(method, kernel, PROBIT, Xtr, ytr, key=key).log_marginal_se)
-        t0 = now()
-        jax.block_until_ready(fn(jax.random.key(0)))
-        first = now() - t0
-        t0 = now()
-        jax.block_until_ready(fn(jax.random.key(1)))
-        run = now() - t0
+        markov = gpc.samplers.HMC(step_size=0.1, num_leapfrog=10) if sampler == "hmc" else gpc.samplers.EllipticalSlice()
+        method = gpc.AIS(num_temperatures=args.timing_temperatures, num_runs=3, sampler=markov)
+        fn = jax.jit(lambda key, method=method: gpc.infer(method, kernel, PROBIT, Xtr, ytr, key=key).log_marginal_se)
+        _, first = timed(lambda: fn(jax.random.key(0)))
+        _, run = timed(lambda: fn(jax.random.key(1)))
         rows[sampler] = dict(compile_s=first - run, run_s=run)
-        print(f"AIS T = 8000, R = 3, n = 200, {sampler}: run {run:.1f} s, compile {first - run:.1f} s", flush=True)
+        print(f"AIS T = {args.timing_temperatures}, R = 3, n = 200, {sampler}: run {run:.1f} s, compile {first - run:.1f} s", flush=True)
     record["timing"] = rows
 
 
 def section_marginals(args, record, data):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from scipy import stats
+
+    plt = pyplot()
 
     Xtr, ytr, _, _ = data
     fitted = gpc.fit(gpc.EP(), se(1.0, 1.0), PROBIT, Xtr, ytr)
@@ -229,21 +215,24 @@ def section_marginals(args, record, data):
         B = np.eye(len(sw)) + sw[:, None] * K * sw[None, :]
         return np.diag(K - K @ (sw[:, None] * np.linalg.solve(B, sw[:, None] * K)))
 
-    grid = np.linspace(f[:, i].min() - 2, f[:, i].max() + 2, 400)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.hist(f[:, i], bins=60, density=True, color="0.8", label=f"MCMC ({len(f)} samples)")
     rows = {}
-    for name, post, style in [("Laplace", la, "b--"), ("EP", ep, "r-")]:
-        m, v = float(np.asarray(post.mean)[i]), float(marginal_variance(post)[i])
-        ax.plot(grid, stats.norm.pdf(grid, m, np.sqrt(v)), style, label=f"{name}: N({m:.2f}, {v:.2f})")
-        rows[name] = dict(mean=m, var=v)
+    for name, post in [("Laplace", la), ("EP", ep)]:
+        rows[name] = dict(mean=float(np.asarray(post.mean)[i]), var=float(marginal_variance(post)[i]))
     rows["MCMC"] = dict(mean=float(f[:, i].mean()), var=float(f[:, i].var()), skewness=float(skew[i]), index=i)
-    ax.legend(fontsize=8)
-    ax.set_title(f"most skewed posterior marginal f_{i} (skewness {skew[i]:.2f}), cf. K&R Figure 7(a)")
-    path = os.path.join(RESULTS, "ionosphere_skewed_marginal.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print("saved", path, json.dumps(rows), flush=True)
+    print("most skewed marginal", json.dumps(rows), flush=True)
+    if plt is not None:
+        grid = np.linspace(f[:, i].min() - 2, f[:, i].max() + 2, 400)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.hist(f[:, i], bins=60, density=True, color="0.8", label=f"MCMC ({len(f)} samples)")
+        for name, style in [("Laplace", "b--"), ("EP", "r-")]:
+            m, v = rows[name]["mean"], rows[name]["var"]
+            ax.plot(grid, stats.norm.pdf(grid, m, np.sqrt(v)), style, label=f"{name}: N({m:.2f}, {v:.2f})")
+        ax.legend(fontsize=8)
+        ax.set_title(f"most skewed posterior marginal f_{i} (skewness {skew[i]:.2f}), cf. K&R Figure 7(a)")
+        path = RESULTS / "ionosphere_skewed_marginal.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        print("saved", path, flush=True)
     record["marginals"] = dict(log_l=float(jnp.log(kernel.lengthscale)), log_sigma=float(0.5 * jnp.log(kernel.variance)),
                                rows=rows, log_z=dict(ais=float(annealed.log_marginal), ais_se=float(annealed.log_marginal_se),
                                                      ep=float(ep.log_marginal), laplace=float(la.log_marginal)))
@@ -284,19 +273,19 @@ def main():
     parser.add_argument("--log-l-range", nargs=2, type=float, default=[0.0, 5.0])
     parser.add_argument("--log-sigma-range", nargs=2, type=float, default=[-1.0, 5.0])
     parser.add_argument("--temperatures", type=int, default=32000)
+    parser.add_argument("--timing-temperatures", type=int, default=8000, help="T of the timing section")
     parser.add_argument("--mcmc-samples", type=int, default=1000)
     parser.add_argument("--thin", type=int, default=2)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    print(f"jax {jax.__version__}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, float64, {vars(args)}", flush=True)
+    info = machine_header("Kuss & Rasmussen's Ionosphere experiments: AIS against Laplace, EP and the variational "
+                          "bounds, float64", args)
     data = load_split()
     record = dict(arguments=vars(args))
     for s in args.sections:
         dict(grid=section_grid, timing=section_timing, marginals=section_marginals, bounds=section_bounds)[s](args, record, data)
-    out = args.out or os.path.join(RESULTS, f"ionosphere_ais_{'_'.join(args.sections)}.json")
-    with open(out, "w") as f:
-        json.dump(record, f, indent=1)
-    print("saved", out)
+    out = args.out.removesuffix(".json") if args.out else f"ionosphere_ais_{'_'.join(args.sections)}"
+    write_results(out, info, record)
 
 
 if __name__ == "__main__":

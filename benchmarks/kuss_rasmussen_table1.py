@@ -63,11 +63,8 @@ every data set.
 import argparse
 import glob
 import hashlib
-import json
 import os
-import platform
-import subprocess
-import time
+from time import perf_counter as now
 
 # Single-threaded OpenBLAS (jaxlib's CPU LAPACK is scipy's OpenBLAS): on this small, shared machine its
 # worker threads stall behind XLA's and other processes' threads (see benchmarks/README.md); a fit
@@ -80,6 +77,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from harness import RESULTS, machine_header, median_time, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
@@ -164,10 +162,8 @@ class CompiledFolds:
         key = (method, schedule, tuple(np.shape(a) for a in args))
         compile_time = 0.0
         if key not in self.cache:
-            t0 = time.perf_counter()
             fn = jax.jit(fold_function(make_method(method, schedule), self.likelihood, self.max_steps))
-            self.cache[key] = fn.lower(*args).compile()
-            compile_time = time.perf_counter() - t0
+            self.cache[key], compile_time = timed(lambda: fn.lower(*args).compile())
         return self.cache[key], compile_time
 
 
@@ -176,9 +172,7 @@ def run_fold(compiled, method, schedule, X_train, y_train, X_test, y_test):
     start = (jnp.asarray(START_LOG_SF), jnp.asarray(np.log(np.sqrt(X_train.shape[1]))))
     args = (*start, *(jnp.asarray(a) for a in (X_train, y_train, X_test, y_test)))
     fn, compile_time = compiled(method, schedule, args)
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    run_time = time.perf_counter() - t0
+    out, run_time = timed(lambda: fn(*args))
     record = {k: (bool(v) if v.dtype == bool else int(v) if v.dtype.kind == "i" else float(v)) for k, v in out.items()}
     return dict(record, run_time=run_time, compile_time=compile_time, n_train=len(y_train), n_test=len(y_test))
 
@@ -201,32 +195,19 @@ def time_sweeps(X_train, y_train, repeats=3):
     def solve_time(schedule, sweeps):
         method = gpc.EP(schedule=schedule, max_steps=sweeps)
         solve = jax.jit(lambda X, y: gpc.infer(method, kernel, lik, X, y, throw=False).log_marginal)
-        jax.block_until_ready(solve(X, y))
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            jax.block_until_ready(solve(X, y))
-            times.append(time.perf_counter() - t0)
-        return min(times)
+        timed(lambda: solve(X, y))  # compile
+        return median_time(lambda: solve(X, y), repeats)[1]  # the minimum
 
     return {s: max(solve_time(s, 3) - solve_time(s, 1), 0.0) / 2 for s in ("sequential", "parallel")}
 
 
-def provenance():
-    """git HEAD of the repository and a hash of gpclass/*.py as imported (the library is being edited)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(gpc.__file__)))
+def source_hash():
+    """A hash of gpclass/*.py as imported (the commit is in the harness's header; the library may be edited)."""
     digest = hashlib.sha1()
     for path in sorted(glob.glob(os.path.join(os.path.dirname(gpc.__file__), "**", "*.py"), recursive=True)):
         with open(path, "rb") as f:
             digest.update(path.encode() + f.read())
-    try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "gpclass"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        head, dirty = "n/a", None
-    return dict(git_head=head, gpclass_uncommitted_changes=dirty, gpclass_source_sha1=digest.hexdigest()[:12])
+    return digest.hexdigest()[:12]
 
 
 # --------------------------------------------------------------------------- summaries and printing
@@ -344,27 +325,24 @@ def main(argv=None):
                         help="skip the first K folds of every data set (to complete an earlier partial run)")
     parser.add_argument("--no-time-sweeps", dest="time_sweeps", action="store_false",
                         help="skip timing one sweep of each EP schedule")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
-                                                      "kuss_rasmussen_table1.json"))
+    parser.add_argument("--out", default=str(RESULTS / "kuss_rasmussen_table1.json"))
     args = parser.parse_args(argv)
 
-    print(f"Kuss & Rasmussen 2005 Table 1 -- gpclass {gpc.__version__}, jax {jax.__version__}, python "
-          f"{platform.python_version()}, {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.2f}, float64")
-    source = provenance()
-    print(f"arguments: {vars(args)}")
+    info = machine_header("Kuss & Rasmussen 2005 Table 1 (10-fold CV, Laplace and EP, ML-II), probit, float64", args)
+    source = dict(gpclass_source_sha1=source_hash())
     print(f"gpclass source: {source}", flush=True)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    out = os.path.abspath(args.out).removesuffix(".json")
     compiled = CompiledFolds(gpc.likelihoods.Probit(), args.max_steps)
     results = {}
-    t0 = time.perf_counter()
+    t0 = now()
     for name in args.datasets:
         results[name] = run_dataset(name, args, compiled)
-        with open(args.out, "w") as f:
-            json.dump(dict(arguments=vars(args), source=source, start=dict(log_sf=START_LOG_SF, log_l="log sqrt(d)"),
-                           usps_subset=f"default_rng({USPS_SEED}).permutation(2200)[:{USPS_CASES}]",
-                           fold_seed=FOLD_SEED, results=results), f, indent=1)
+        write_results(out, info, dict(arguments=vars(args), source=source,
+                                      start=dict(log_sf=START_LOG_SF, log_l="log sqrt(d)"),
+                                      usps_subset=f"default_rng({USPS_SEED}).permutation(2200)[:{USPS_CASES}]",
+                                      fold_seed=FOLD_SEED, results=results))
     print_tables(results, args.methods)
-    print(f"\ntotal wall time {time.perf_counter() - t0:.1f} s; results saved to {args.out}")
+    print(f"\ntotal wall time {now() - t0:.1f} s; results saved to {out}.json")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from harness import RESULTS, machine_header, median_time, timed, write_results  # noqa: E402
+from harness import RESULTS, machine_header, median_time, pyplot, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 from gpclass._inference.laplace_softmax import softmax_blocks  # noqa: E402
@@ -203,11 +203,9 @@ def section_usps10(args, record):
 
 
 def plot_usps10(result):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:
+        return
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     L, S = np.meshgrid(result["log_l"], result["log_sf"])
     panels = [

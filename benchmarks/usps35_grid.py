@@ -44,10 +44,8 @@ usps35_grid_<N>x<M>.json (every grid value, timings, maxima).
 """
 
 import argparse
-import json
 import os
-import platform
-import time
+from pathlib import Path
 
 # Single-threaded OpenBLAS (jaxlib's CPU LAPACK is scipy's OpenBLAS): on this small, shared machine its
 # worker threads stall behind XLA's and other processes' threads (see benchmarks/README.md); a fit
@@ -59,11 +57,8 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
-import matplotlib  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from harness import RESULTS, machine_header, pyplot, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
@@ -111,12 +106,8 @@ def grid_function(method):
 def run_grid(method, log_l, log_sf, data):
     """One vmapped call over the flattened grid; compile and run timed separately."""
     args = (jnp.asarray(log_l.ravel()), jnp.asarray(log_sf.ravel()), *(jnp.asarray(a) for a in data))
-    t0 = time.perf_counter()
-    compiled = grid_function(method).lower(*args).compile()
-    compile_time = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(compiled(*args))
-    run_time = time.perf_counter() - t0
+    compiled, compile_time = timed(lambda: grid_function(method).lower(*args).compile())
+    out, run_time = timed(lambda: compiled(*args))
     return {k: np.asarray(v).reshape(log_l.shape) for k, v in out.items()}, compile_time, run_time
 
 
@@ -188,7 +179,10 @@ def summarise(out, log_l_axis, log_sf_axis):
 
 
 def plot(name, out, summary, log_l_axis, log_sf_axis, path):
-    """GPML-style panels: (a) log q contours, (b) information contours, (c) test errors."""
+    """GPML-style panels: (a) log q contours, (b) information contours, (c) test errors; False without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
     ok = out["converged"]
     lml = np.where(ok, out["log_marginal"], np.nan)
     info = np.where(ok, out["info"], np.nan)
@@ -226,6 +220,7 @@ def plot(name, out, summary, log_l_axis, log_sf_axis, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 def print_summary(name, s, compile_time, run_time):
@@ -254,13 +249,12 @@ def main(argv=None):
     parser.add_argument("--methods", nargs="+", default=["laplace", "ep"], choices=["laplace", "ep"])
     parser.add_argument("--max-steps", type=int, default=100, help="Laplace: largest number of Newton steps")
     parser.add_argument("--max-sweeps", type=int, default=200, help="EP: largest number of sweeps")
-    parser.add_argument("--outdir", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser.add_argument("--outdir", default=str(RESULTS))
     args = parser.parse_args(argv)
 
-    print(f"USPS 3 vs 5 grid (GPML Fig. 3.7 / 3.8) -- gpclass {gpc.__version__}, jax {jax.__version__}, python "
-          f"{platform.python_version()}, {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.2f}, float64")
-    print(f"arguments: {vars(args)}", flush=True)
-    os.makedirs(args.outdir, exist_ok=True)
+    info = machine_header("USPS 3 vs 5 grid (GPML Fig. 3.7 / 3.8), probit, float64", args)
+    outdir = Path(args.outdir).resolve()
+    outdir.mkdir(parents=True, exist_ok=True)
     data = load_split()
     log_l_axis = np.linspace(*LOG_L_RANGE, args.grid[0])
     log_sf_axis = np.linspace(*LOG_SF_RANGE, args.grid[1])
@@ -273,15 +267,15 @@ def main(argv=None):
         out, compile_time, run_time = run_grid(method, log_l, log_sf, data)
         summary = summarise(out, log_l_axis, log_sf_axis)
         print_summary(name, summary, compile_time, run_time)
-        png = os.path.join(args.outdir, f"usps35_grid_{name}_{tag}.png")
-        plot(name, out, summary, log_l_axis, log_sf_axis, png)
-        print(f"    plot: {png}", flush=True)
+        png = outdir / f"usps35_grid_{name}_{tag}.png"
+        if plot(name, out, summary, log_l_axis, log_sf_axis, png):
+            print(f"    plot: {png}", flush=True)
         results[name] = dict(summary=summary, published=PUBLISHED[name], compile_time=compile_time,
                              run_time=run_time, grid={k: v.tolist() for k, v in out.items()})
-        with open(os.path.join(args.outdir, f"usps35_grid_{tag}.json"), "w") as f:
-            json.dump(dict(arguments=vars(args), split=f"default_rng({SPLIT_SEED}).permutation(2200): "
+        write_results(str(outdir / f"usps35_grid_{tag}"), info,
+                      dict(arguments=vars(args), split=f"default_rng({SPLIT_SEED}).permutation(2200): "
                            f"[:{N_TRAIN}] train, [{N_TRAIN}:{N_TRAIN + N_TEST}] test",
-                           log_l=log_l_axis.tolist(), log_sf=log_sf_axis.tolist(), results=results), f, indent=1)
+                           log_l=log_l_axis.tolist(), log_sf=log_sf_axis.tolist(), results=results))
 
 
 if __name__ == "__main__":

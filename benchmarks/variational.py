@@ -36,9 +36,7 @@ Timing per evaluation is ``benchmarks/ep_timing.py --likelihood logistic``.
 """
 
 import argparse
-import json
-import os
-import time
+from time import perf_counter as now
 
 import jax  # noqa: E402
 
@@ -46,10 +44,10 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from harness import RESULTS, machine_header, pyplot, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
-RESULTS = os.path.join(os.path.dirname(__file__), "results")
 LOGISTIC = gpc.likelihoods.Logistic()
 LOWER, UPPER = gpc.JaakkolaJordan(), gpc.JaakkolaJordanUpper()
 METHODS = {"laplace": gpc.Laplace(), "ep": gpc.EP(), "jj-lower": LOWER, "jj-upper": UPPER, "kl": gpc.KL()}
@@ -74,9 +72,7 @@ def section_crabs(splits, max_steps):
         Xtr, Xte, ytr, yte = gpc.datasets.train_test_split(X_all, y_all, 80, seed=seed)
         Xtr, Xte = gpc.datasets.standardize(Xtr, Xte)
         kernel = gpc.kernels.SquaredExponential(1.0, jnp.full(d, np.sqrt(d))) + gpc.kernels.Constant(1.0)
-        t0 = time.perf_counter()
-        res = jax.block_until_ready(fit(kernel, Xtr, ytr))
-        secs = time.perf_counter() - t0
+        res, secs = timed(lambda kernel=kernel, Xtr=Xtr, ytr=ytr: fit(kernel, Xtr, ytr))
         upper = gpc.infer(UPPER, res.kernel, LOGISTIC, Xtr, ytr)
         lap = fit_laplace(kernel, Xtr, ytr)
         row = dict(seed=seed, lower_bound=float(res.objective), upper_bound=float(upper.log_marginal),
@@ -146,10 +142,8 @@ def section_joint(max_steps):
     out = {}
     for name, run in [("joint L-BFGS over (theta, nu)", lambda: joint(p0)),
                       ("nested (gpc.fit, Newton in nu)", lambda: nested(start, Xtr, ytr))]:
-        jax.block_until_ready(run())
-        t0 = time.perf_counter()
-        res = jax.block_until_ready(run())
-        secs = time.perf_counter() - t0
+        timed(run)  # compile
+        res, secs = timed(run)
         if name.startswith("joint"):
             p, _, steps, g = res
             value, kernel = -float(negative(p)), kernel_of(p)
@@ -195,11 +189,10 @@ def section_toy(max_steps):
           f"{float(upper.log_marginal):.3f}; mean |p - 1/2| over [0, 60]: lower {conf_l:.3f}, upper {conf_u:.3f}; "
           f"lower at least as confident at {100 * more:.0f}% of the grid; p at x = -20 / 80: lower "
           f"{p_lower[0]:.3f} / {p_lower[-1]:.3f}, upper {p_upper[0]:.3f} / {p_upper[-1]:.3f}")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    result = dict(confidence_lower=conf_l, confidence_upper=conf_u, fraction_lower_more_confident=more)
+    plt = pyplot()
+    if plt is None:
+        return result
     fig, ax = plt.subplots(figsize=(8, 3.5))
     ax.plot(grid[:, 0], p_lower, label="lower bound (Z')")
     ax.plot(grid[:, 0], p_upper, "--", label="upper bound (Z'')")
@@ -209,10 +202,10 @@ def section_toy(max_steps):
     ax.set_title("Gibbs & MacKay Fig. 2 style: 1-D toy, JJ lower- vs upper-bound predictions")
     ax.legend(loc="center right")
     fig.tight_layout()
-    path = os.path.join(RESULTS, "variational_toy.png")
+    path = RESULTS / "variational_toy.png"
     fig.savefig(path, dpi=110)
     print(f"toy: plot {path}")
-    return dict(confidence_lower=conf_l, confidence_upper=conf_u, fraction_lower_more_confident=more)
+    return result
 
 
 # --------------------------------------------------------------------------- comparison table
@@ -227,7 +220,7 @@ def section_table(datasets, max_steps):
             Xtr, Xte = gpc.datasets.standardize(Xtr, Xte)
         d = X.shape[1]
         start = gpc.kernels.SquaredExponential(np.exp(2.0), np.sqrt(d) if name != "usps35" else np.exp(2.85))
-        t0 = time.perf_counter()
+        t0 = now()
         lap = gpc.fit(gpc.Laplace(), start, LOGISTIC, Xtr, ytr, max_steps=max_steps)
         kernel = lap.kernel
         values = {m: float(gpc.infer(METHODS[m], kernel, LOGISTIC, Xtr, ytr).log_marginal) for m in METHODS}
@@ -251,7 +244,7 @@ def section_table(datasets, max_steps):
             where = f" at (log sf, log l) = ({f['log_sf']:.2f}, {f['log_l']:.2f})" if "log_sf" in f else ""
             print(f"table {name} fitted {m:27s}: objective {f['objective']:9.3f}{where}  test error "
                   f"{100 * f['error']:5.2f} %  info {f['info']:.3f} bits  converged {f['converged']}", flush=True)
-        print(f"table {name}: {time.perf_counter() - t0:.1f} s")
+        print(f"table {name}: {now() - t0:.1f} s")
         rows.append(row)
     return rows
 
@@ -282,10 +275,8 @@ def section_jensen(grid_size):
         return (post.log_marginal, bound, laplace.log_marginal, gpc.metrics.information_bits(yte, p, ytr),
                 post.info.converged & laplace.info.converged)
 
-    t0 = time.perf_counter()
-    log_z, bound, laplace, info, conv = (np.asarray(a).reshape(LL.shape) for a in
-                                         jax.jit(jax.vmap(at))(jnp.asarray(LL.ravel()), jnp.asarray(SS.ravel())))
-    secs = time.perf_counter() - t0
+    values, secs = timed(lambda: jax.jit(jax.vmap(at))(jnp.asarray(LL.ravel()), jnp.asarray(SS.ravel())))
+    log_z, bound, laplace, info, conv = (np.asarray(a).reshape(LL.shape) for a in values)
     out = {}
     for name, Z in [("log Z_EP", log_z), ("Jensen bound at q_EP", bound), ("log Z_Laplace", laplace)]:
         Z = np.where(conv, Z, -np.inf)
@@ -313,10 +304,11 @@ def main():
     parser.add_argument("--crabs-splits", type=int, default=10)
     parser.add_argument("--grid", type=int, default=25, help="grid points per axis of the jensen section")
     parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--out", default=None, help="name of the JSON file in benchmarks/results/ (default: by sections)")
     args = parser.parse_args()
-    print(f"jax {jax.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, float64, "
-          f"arguments {vars(args)}", flush=True)
-    os.makedirs(RESULTS, exist_ok=True)
+    info = machine_header("Variational bounds (Gibbs & MacKay, Opper & Archambeau, Kuss & Rasmussen eq. 35), float64",
+                          args)
+    RESULTS.mkdir(exist_ok=True)
     out = {}
     if "crabs" in args.sections:
         out["crabs"] = section_crabs(args.crabs_splits, args.max_steps)
@@ -328,10 +320,7 @@ def main():
         out["table"] = section_table(args.datasets, args.max_steps)
     if "jensen" in args.sections:
         out["jensen"] = section_jensen(args.grid)
-    path = os.path.join(RESULTS, "variational_" + "_".join(args.sections) + ".json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
-    print("saved", path)
+    write_results(args.out or "variational_" + "_".join(args.sections), info, out)
 
 
 if __name__ == "__main__":
