@@ -38,6 +38,7 @@ import os
 import sys
 import warnings
 from time import perf_counter as now
+from typing import NamedTuple
 
 import jax
 
@@ -299,13 +300,35 @@ def section_eval(X_all, y_all, n, args, profile_rows):
     add(sec, "sklearn eval / scipy Cholesky", f"{t_sk / t_cs:.1f}")
 
     if args.profile:
-        profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_gp, t_sk, t_cj, steps,
-                     profile_rows)
+        evaluation = Evaluation(n, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_gp, t_sk, t_cj, steps)
+        profile_eval(evaluation, args, profile_rows)
     print()
 
 
-def profile_eval(n, args, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_gp, t_sk, t_cj, steps, rows):
+class Evaluation(NamedTuple):
+    """What section 1 measured at one size, for the profile: data, start, compiled functions, times, steps."""
+
+    n: int
+    X: object
+    y: object
+    log_v: object
+    log_l: object
+    value_and_grad: object  # jitted (log_v, log_l, X, y) -> (log q, grads)
+    infer: object  # jitted (log_v, log_l, X, y, init) -> posterior
+    posterior: object
+    K: object
+    B: object
+    sklearn: object  # the fitted GaussianProcessClassifier
+    theta: object  # sklearn's log hyperparameters
+    t_gpclass: float
+    t_sklearn: float
+    t_cholesky: float
+    steps: int
+
+
+def profile_eval(ev: Evaluation, args, rows):
     """Where a gpclass evaluation's time goes (uses private gpclass functions, read-only)."""
+    n, Xj, yj, lv0, ll0, vg, infer, post, K, B, sk, theta, t_gp, t_sk, t_cj, steps = ev
     # Private helpers, looked up defensively: the library's internals may change.
     from gpclass import _linalg
     from gpclass._inference import laplace as _laplace
