@@ -24,6 +24,10 @@ class AbstractLikelihood(eqx.Module):
     differentiation of :meth:`log_prob`, so they inherit its stability.
     ``log_concave`` says whether log p(y|f) is concave in f (W >= 0), which
     Laplace's method needs.
+
+    What inference asks of any likelihood (the protocol ``gpc.likelihoods.Softmax``
+    follows too): ``num_latent``, the latent functions per case (1 here), and
+    :meth:`check_labels`, the labels in the form ``log_prob`` takes them.
     """
 
     log_concave = True
