@@ -106,6 +106,8 @@ def fit_em_ep(
         throw: raise (as :func:`gpclass.fit`) unless the status is ``CONVERGED``;
             by default it is only reported in ``EMEPResult.status``.
     """
+    if not isinstance(method, EP):
+        raise ValueError(f"fit_em_ep: the E-step is expectation propagation (gpc.EP(...)); got {type(method).__name__}.")
     checks = Checks()
     X = check_inputs(X, checks=checks)
     X, y = checks.attach((X, check_binary_labels(y, X.shape[0], X.dtype, checks)))
@@ -120,8 +122,6 @@ def fit_em_ep(
     if not jax.tree.leaves(params):
         raise ValueError("fit_em_ep: the kernel has no floating-point parameters to fit.")
     to_free, from_free = parameter_transforms(params, kernel)
-    if not isinstance(method, EP):
-        raise ValueError(f"fit_em_ep: the E-step is expectation propagation (gpc.EP(...)); got {type(method).__name__}.")
 
     def build(log_params):
         return eqx.combine(from_free(log_params), static)
