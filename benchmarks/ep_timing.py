@@ -53,7 +53,7 @@ def value_and_grad_fn(method, likelihood):
         post = gpc.infer(method, kernel, likelihood, X, y)
         return post.log_marginal, post.info.num_steps
 
-    return jax.jit(jax.value_and_grad(log_marginal, has_aux=True))
+    return gpc.jit(jax.value_and_grad(log_marginal, has_aux=True))
 
 
 def run_size(X_all, y_all, n, repeats, methods, likelihood):
@@ -61,7 +61,7 @@ def run_size(X_all, y_all, n, repeats, methods, likelihood):
     X, y = jnp.asarray(X_all[:n]), jnp.asarray(y_all[:n])
     theta = jnp.array([LOG_SF, LOG_L])
     K = gpc.kernels.SquaredExponential(np.exp(2 * LOG_SF), np.exp(LOG_L)).gram(X) + jnp.eye(n)
-    chol = jax.jit(jnp.linalg.cholesky)
+    chol = gpc.jit(jnp.linalg.cholesky)
     calls = {"cholesky": lambda: chol(K)}
     for name in methods:
         fn = value_and_grad_fn(METHODS[name], likelihood)

@@ -63,7 +63,7 @@ def gaussian_grid(method, likelihood, L, S, data):
         p = gpc.predict(post, Xte)
         return post.log_marginal, gpc.metrics.information_bits(yte, p, ytr), post.info.converged
 
-    fn = jax.jit(jax.vmap(one))
+    fn = gpc.jit(jax.vmap(one))
     out, seconds = timed(lambda: fn(L.ravel(), S.ravel()))
     return [np.asarray(o).reshape(L.shape) for o in out], seconds
 
@@ -92,7 +92,7 @@ def section_grid(args, record, data):
         p = gpc.predict(sampled, Xte)
         return annealed.log_marginal, annealed.log_marginal_se, annealed.log_weights, gpc.metrics.information_bits(yte, p, ytr)
 
-    gold_row = jax.jit(jax.vmap(gold))  # one row of the grid (fixed log sigma) per call
+    gold_row = gpc.jit(jax.vmap(gold))  # one row of the grid (fixed log sigma) per call
     ais_lz = np.full(L.shape, np.nan)
     ais_se = np.full(L.shape, np.nan)
     ais_runs = np.full(L.shape + (3,), np.nan)
@@ -180,7 +180,7 @@ def section_timing(args, record, data):
     for sampler in ("elliptical_slice", "hmc"):
         markov = gpc.samplers.HMC(step_size=0.1, num_leapfrog=10) if sampler == "hmc" else gpc.samplers.EllipticalSlice()
         method = gpc.AIS(num_temperatures=args.timing_temperatures, num_runs=3, sampler=markov)
-        fn = jax.jit(lambda key, method=method: gpc.infer(method, kernel, PROBIT, Xtr, ytr, key=key).log_marginal_se)
+        fn = gpc.jit(lambda key, method=method: gpc.infer(method, kernel, PROBIT, Xtr, ytr, key=key).log_marginal_se)
         _, first = timed(lambda: fn(jax.random.key(0)))
         _, run = timed(lambda: fn(jax.random.key(1)))
         rows[sampler] = dict(compile_s=first - run, run_s=run)
@@ -244,7 +244,7 @@ def section_bounds(args, record, data):
     log_s = np.linspace(*args.log_sigma_range, args.bounds_grid[1])
     ais = gpc.AIS(num_temperatures=args.temperatures, num_runs=3)
 
-    @jax.jit
+    @gpc.jit
     def all_methods(a, b, key):
         k = se(a, b)
         return (

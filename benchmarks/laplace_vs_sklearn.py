@@ -236,8 +236,8 @@ def section_eval(X_all, y_all, n, args, profile_rows):
     def lml(log_v, log_l, X, y):
         return gpc.infer(gpc.Laplace(), se_kernel(log_v, log_l), LIK, X, y).log_marginal
 
-    vg = jax.jit(jax.value_and_grad(lml, argnums=(0, 1)))
-    infer = jax.jit(lambda log_v, log_l, X, y, init: gpc.infer(
+    vg = gpc.jit(jax.value_and_grad(lml, argnums=(0, 1)))
+    infer = gpc.jit(lambda log_v, log_l, X, y, init: gpc.infer(
         gpc.Laplace(), se_kernel(log_v, log_l), LIK, X, y, init=init))
 
     (value_gp, grad_gp), t_first = timed(lambda: vg(lv0, ll0, Xj, yj))
@@ -263,10 +263,10 @@ def section_eval(X_all, y_all, n, args, profile_rows):
     rel_grad = np.abs(grad_gp - grad_sk) / np.maximum(np.abs(grad_sk), 1e-300)
 
     # Section 2: one Cholesky of an n x n SPD matrix, here B = I + W^1/2 K W^1/2 at the mode.
-    K = jax.jit(lambda log_v, log_l, X: se_kernel(log_v, log_l).gram(X))(lv0, ll0, Xj)
+    K = gpc.jit(lambda log_v, log_l, X: se_kernel(log_v, log_l).gram(X))(lv0, ll0, Xj)
     B = jnp.eye(n) + post.sqrt_w[:, None] * K * post.sqrt_w[None, :]
     B_np = np.asarray(B)
-    chol_jax = jax.jit(jnp.linalg.cholesky)
+    chol_jax = gpc.jit(jnp.linalg.cholesky)
     jax.block_until_ready(chol_jax(B))
     scipy.linalg.cholesky(B_np, lower=True)
     res_c = interleaved({
@@ -350,7 +350,7 @@ def profile_eval(ev: Evaluation, args, rows):
     lv1, ll1 = lv0 + 0.1, ll0 - 0.1
     steps_cold1 = int(infer(lv1, ll1, Xj, yj, None).info.num_steps)
     steps_warm1 = int(infer(lv1, ll1, Xj, yj, alpha).info.num_steps)
-    vg_warm = jax.jit(jax.value_and_grad(
+    vg_warm = gpc.jit(jax.value_and_grad(
         lambda log_v, log_l, X, y, init: gpc.infer(gpc.Laplace(), se_kernel(log_v, log_l), LIK, X, y,
                                                    init=init).log_marginal, argnums=(0, 1)))
     jax.block_until_ready(vg_warm(lv1, ll1, Xj, yj, alpha))
@@ -359,17 +359,17 @@ def profile_eval(ev: Evaluation, args, rows):
 
     # Single operations at the mode.
     a, f, sw, L = post.alpha, post.mean, post.sqrt_w, post.chol
-    newton_step = jax.jit(_newton_step) if _newton_step else None
-    psi = jax.jit(_psi) if _psi else None
-    fb = jax.jit(factor_b) if factor_b else None
-    chol_nosym = jax.jit(lambda B: jax.lax.linalg.cholesky(B, symmetrize_input=False))
-    chol_sym = jax.jit(jnp.linalg.cholesky)
-    solve = jax.jit(solve_i_plus_wk) if solve_i_plus_wk else None
-    trsm = jax.jit(lambda L, M: jsl.solve_triangular(L, M, lower=True))
-    matmul = jax.jit(lambda A, M: A @ M)
-    logdet_vjp = jax.jit(jax.grad(lambda K, sw: half_log_det(factor_b(K, sw))))
+    newton_step = gpc.jit(_newton_step) if _newton_step else None
+    psi = gpc.jit(_psi) if _psi else None
+    fb = gpc.jit(factor_b) if factor_b else None
+    chol_nosym = gpc.jit(lambda B: jax.lax.linalg.cholesky(B, symmetrize_input=False))
+    chol_sym = gpc.jit(jnp.linalg.cholesky)
+    solve = gpc.jit(solve_i_plus_wk) if solve_i_plus_wk else None
+    trsm = gpc.jit(lambda L, M: jsl.solve_triangular(L, M, lower=True))
+    matmul = gpc.jit(lambda A, M: A @ M)
+    logdet_vjp = gpc.jit(jax.grad(lambda K, sw: half_log_det(factor_b(K, sw))))
     half_log_det_b = getattr(_linalg, "half_log_det_b", None)  # hand-written reverse mode, if the library has it
-    logdet_vjp_lib = jax.jit(jax.grad(half_log_det_b)) if half_log_det_b else None
+    logdet_vjp_lib = gpc.jit(jax.grad(half_log_det_b)) if half_log_det_b else None
     # half_log_det_b(K, sqrt_w) or, since it reuses the factor, half_log_det_b(K, sqrt_w, L)
     extra_l = ()
     if half_log_det_b is not None:
@@ -380,8 +380,8 @@ def profile_eval(ev: Evaluation, args, rows):
                 extra_l = (L,)
         except (TypeError, ValueError):
             pass
-    gram = jax.jit(lambda log_v, log_l, X: se_kernel(log_v, log_l).gram(X))
-    gram_vjp = jax.jit(lambda log_v, log_l, X, K_bar: jax.vjp(
+    gram = gpc.jit(lambda log_v, log_l, X: se_kernel(log_v, log_l).gram(X))
+    gram_vjp = gpc.jit(lambda log_v, log_l, X, K_bar: jax.vjp(
         lambda log_v, log_l: se_kernel(log_v, log_l).gram(X), log_v, log_l)[1](K_bar))
     ops = {
         "gram K (forward)": lambda: gram(lv0, ll0, Xj),
@@ -447,7 +447,7 @@ def section_fit(X_all, y_all, n, args):
     def run_fit(kernel, likelihood, X, y):
         return gpc.fit(gpc.Laplace(), kernel, likelihood, X, y, max_steps=args.max_steps, gtol=args.gtol)
 
-    fit_jit = jax.jit(run_fit)
+    fit_jit = gpc.jit(run_fit)
     _, t_first = timed(lambda: fit_jit(k0, LIK, Xj, yj))
     res, t_gp = timed(lambda: fit_jit(k0, LIK, Xj, yj))
     compile_fit = t_first - t_gp
@@ -512,7 +512,7 @@ def section_batch(X_all, y_all, args):
     def one_fit(X, y):
         return gpc.fit(gpc.Laplace(), k0, LIK, X, y, max_steps=args.max_steps, gtol=args.gtol)
 
-    batched = jax.jit(jax.vmap(one_fit))
+    batched = gpc.jit(jax.vmap(one_fit))
     _, t_first = timed(lambda: batched(Xs_j, ys_j))
     res, t_gp = timed(lambda: batched(Xs_j, ys_j))
     compile_b = t_first - t_gp
@@ -521,7 +521,7 @@ def section_batch(X_all, y_all, args):
     conv_gp = np.asarray(res.converged)
 
     # The same fits one at a time through one jitted (unbatched) function.
-    single = jax.jit(one_fit)
+    single = gpc.jit(one_fit)
     _, t1_first = timed(lambda: single(Xs_j[0], ys_j[0]))
     t0 = now()
     for s in range(S):
@@ -539,10 +539,10 @@ def section_batch(X_all, y_all, args):
     diff = obj_gp - obj_sk
 
     # Floor: one batched Cholesky of S matrices m x m, as gpclass runs it (a loop on the CPU, gpclass/_dense.py).
-    K = jax.jit(jax.vmap(lambda X: k0.gram(X)))(Xs_j)
+    K = gpc.jit(jax.vmap(lambda X: k0.gram(X)))(Xs_j)
     Bs = jnp.eye(m) + 0.25 * K  # W <= 1/4 for the logistic likelihood
     Bs_np = np.asarray(Bs)
-    chol_b = jax.jit(jax.vmap(gpc_dense.cholesky))
+    chol_b = gpc.jit(jax.vmap(gpc_dense.cholesky))
     jax.block_until_ready(chol_b(Bs))
     np.linalg.cholesky(Bs_np)
     res_c = interleaved({
@@ -575,8 +575,8 @@ def section_batch(X_all, y_all, args):
 
         vg = jax.value_and_grad(lml, argnums=(0, 1), has_aux=True)
         lv0, ll0 = jnp.asarray(2 * LOG_SF), jnp.asarray(LOG_L)
-        vg_b = jax.jit(jax.vmap(vg, in_axes=(None, None, 0, 0)))
-        vg_1 = jax.jit(vg)
+        vg_b = gpc.jit(jax.vmap(vg, in_axes=(None, None, 0, 0)))
+        vg_1 = gpc.jit(vg)
         (_, steps_b), _ = jax.block_until_ready(vg_b(lv0, ll0, Xs_j, ys_j))
         t_vgb = median_time(lambda: vg_b(lv0, ll0, Xs_j, ys_j), max(3, args.repeats))[0]
         jax.block_until_ready(vg_1(lv0, ll0, Xs_j[0], ys_j[0]))

@@ -22,7 +22,7 @@ How.
     p[:767], test cases p[767:1540] (GPML's sizes; the same 1540 images as
     benchmarks/kuss_rasmussen_table1.py).  Not GPML's sample of the USPS
     database: compare the shapes and locations, not the exact values.
-  * One ``jax.jit(jax.vmap(...))`` call per method over all grid points,
+  * One ``gpc.jit(jax.vmap(...))`` call per method over all grid points,
     each point ``gpc.infer`` + ``gpc.predict`` + metrics, from the
     default start (f = 0, all EP sites 0).  ``gpc.Laplace()``
     and ``gpc.EP(schedule="parallel")`` with ``throw=False``: the parallel schedule
@@ -100,7 +100,7 @@ def grid_function(method):
             converged=post.info.converged,
         )
 
-    return jax.jit(jax.vmap(one_point, in_axes=(0, 0, None, None, None, None)))
+    return gpc.jit(jax.vmap(one_point, in_axes=(0, 0, None, None, None, None)))
 
 
 def run_grid(method, log_l, log_sf, data):

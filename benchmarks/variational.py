@@ -65,8 +65,8 @@ def errors_and_info(posterior, X_test, y_test, y_train):
 def section_crabs(splits, max_steps):
     X_all, y_all = gpc.datasets.load("crabs")
     d = X_all.shape[1]
-    fit = jax.jit(lambda k, X, y: gpc.fit(LOWER, k, LOGISTIC, X, y, max_steps=max_steps))
-    fit_laplace = jax.jit(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y, max_steps=max_steps))
+    fit = gpc.jit(lambda k, X, y: gpc.fit(LOWER, k, LOGISTIC, X, y, max_steps=max_steps))
+    fit_laplace = gpc.jit(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y, max_steps=max_steps))
     rows = []
     for seed in range(splits):
         Xtr, Xte, ytr, yte = gpc.datasets.train_test_split(X_all, y_all, 80, seed=seed)
@@ -120,7 +120,7 @@ def section_joint(max_steps):
     def negative(p):
         return -lower_bound(kernel_of(p).gram(Xtr), ytr, p["nu"])
 
-    @jax.jit
+    @gpc.jit
     def joint(p):
         opt = optax.lbfgs()
         value_and_grad = optax.value_and_grad_from_state(negative)
@@ -138,7 +138,7 @@ def section_joint(max_steps):
 
     p0 = dict(log_v=jnp.asarray(0.0), log_l=jnp.full(d, np.log(np.sqrt(d))), log_b=jnp.asarray(0.0),
               nu=jnp.sqrt(jnp.diagonal(start.gram(Xtr))))
-    nested = jax.jit(lambda k, X, y: gpc.fit(LOWER, k, LOGISTIC, X, y, max_steps=max_steps))
+    nested = gpc.jit(lambda k, X, y: gpc.fit(LOWER, k, LOGISTIC, X, y, max_steps=max_steps))
     out = {}
     for name, run in [("joint L-BFGS over (theta, nu)", lambda: joint(p0)),
                       ("nested (gpc.fit, Newton in nu)", lambda: nested(start, Xtr, ytr))]:
@@ -275,7 +275,7 @@ def section_jensen(grid_size):
         return (post.log_marginal, bound, laplace.log_marginal, gpc.metrics.information_bits(yte, p, ytr),
                 post.info.converged & laplace.info.converged)
 
-    values, secs = timed(lambda: jax.jit(jax.vmap(at))(jnp.asarray(LL.ravel()), jnp.asarray(SS.ravel())))
+    values, secs = timed(lambda: gpc.jit(jax.vmap(at))(jnp.asarray(LL.ravel()), jnp.asarray(SS.ravel())))
     log_z, bound, laplace, info, conv = (np.asarray(a).reshape(LL.shape) for a in values)
     out = {}
     for name, Z in [("log Z_EP", log_z), ("Jensen bound at q_EP", bound), ("log Z_Laplace", laplace)]:

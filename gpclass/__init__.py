@@ -10,6 +10,7 @@ The public API is what this module re-exports::
 
 from . import datasets, kernels, likelihoods, metrics, priors, samplers
 from ._bound import variational_bound
+from ._compile import compiler_options, filter_jit, jit
 from ._em_ep import EMEPResult, fit_em_ep
 from ._fit import FitResult, fit
 from ._inference import (
@@ -51,10 +52,13 @@ __all__ = [
     "SoftmaxPosterior",
     "SolverInfo",
     "Status",
+    "compiler_options",
     "datasets",
+    "filter_jit",
     "fit",
     "fit_em_ep",
     "infer",
+    "jit",
     "kernels",
     "likelihoods",
     "mackay_probability",

@@ -14,11 +14,11 @@ through ``stop_gradient``) and theta is free: the gradient with respect to the
 kernel is Kim & Ghahramani eq. 17 and is what the M-step of EM-EP follows.
 """
 
-import equinox as eqx
 import jax.numpy as jnp
 from jax import lax
 
 from . import _dense as dense
+from ._compile import filter_jit
 from ._inference import GaussianPosterior
 from ._types import Array, Float
 from ._validation import check_binary_labels
@@ -43,7 +43,7 @@ def expected_log_prior(C: Float[Array, "n n"], mean: Float[Array, " n"], cov: Fl
     return -0.5 * (n * jnp.log(2.0 * jnp.pi) + log_det + jnp.dot(mean, c_inv_mean) + trace)
 
 
-@eqx.filter_jit
+@filter_jit
 def variational_bound(
     posterior: GaussianPosterior,
     y,

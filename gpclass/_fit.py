@@ -51,6 +51,7 @@ from jax import lax
 
 from . import _box as box
 from ._box_lbfgs import BoxLBFGS
+from ._compile import filter_jit
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import solve
 from ._iterate import tolerance
@@ -91,7 +92,7 @@ class FitResult(eqx.Module):
         return successful(self.status)
 
 
-@eqx.filter_jit
+@filter_jit
 def fit(
     method: AbstractInference,
     kernel: AbstractKernel,
@@ -154,9 +155,10 @@ def fit(
             so the objective stays a deterministic function of theta).
         verbose: print the objective after every step (``jax.debug.print``).
 
-    Wrapped in ``eqx.filter_jit``: non-array arguments (``optimizer``,
-    ``log_prior``, ``bounds``, tolerances) are static, so pass the same
-    objects to reuse a compilation.
+    Wrapped in ``eqx.filter_jit`` with gpclass's XLA options
+    (:func:`gpclass.jit`): non-array arguments (``optimizer``, ``log_prior``,
+    ``bounds``, tolerances) are static, so pass the same objects to reuse a
+    compilation.
     """
     method.check_ml2()
     checks = Checks()

@@ -2,7 +2,6 @@
 
 import typing
 
-import equinox as eqx
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -73,7 +72,7 @@ def log_marginal_functions(method) -> LogMarginal:
     def raw(log_variance, log_lengthscale, lik, X, y):
         return with_posterior(log_variance, log_lengthscale, lik, X, y)[0]
 
-    compiled = jax.jit(jax.value_and_grad(with_posterior, argnums=(0, 1), has_aux=True))
+    compiled = gpc.jit(jax.value_and_grad(with_posterior, argnums=(0, 1), has_aux=True))
 
     def call(log_variance, log_lengthscale, lik, X, y):
         return compiled(as_float64(log_variance), as_float64(log_lengthscale), lik, X, y)
@@ -91,7 +90,7 @@ def log_marginal_functions(method) -> LogMarginal:
     return LogMarginal(raw, value, value_and_grad, posterior, compiled)
 
 
-@eqx.filter_jit
+@gpc.filter_jit
 def jit_call(fn, *args):
     """``fn(*args)`` as one compiled program (arrays traced, everything else static).
 

@@ -56,24 +56,24 @@ class OffDiagonal(gpc.kernels.AbstractKernel):
 # --- the compiled programs every test shares ------------------------------------------------------------
 
 
-@jax.jit
+@gpc.jit
 def laplace(kernel, X, y):
     return gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y)
 
 
-@jax.jit
+@gpc.jit
 def laplace_softmax(kernel, X, y):
     return gpc.infer(gpc.Laplace(), kernel, SOFTMAX, X, y)
 
 
-@jax.jit
+@gpc.jit
 def predict(posterior, X_test):
     """Binary: (p, mean, var); softmax: (mean-field p, mean, cov)."""
     approximation = "mean_field" if isinstance(posterior, gpc.SoftmaxPosterior) else None
     return (gpc.predict(posterior, X_test, approximation=approximation), *gpc.predict_latent(posterior, X_test))
 
 
-@jax.jit
+@gpc.jit
 def other_methods(kernel, X, y):
     """log Z of EP (probit) and the KL lower bound (logistic)."""
     return (
@@ -90,7 +90,7 @@ AIS = gpc.AIS(num_temperatures=2000, num_runs=4)
 NO_RHO = (np.float64(0.0), np.float64(0.0))
 
 
-@jax.jit
+@gpc.jit
 def samplers(kernel, X, y, key, rho_mcmc, rho_ais):
     """MCMC's posterior mean of f and AIS's log Z (probit), each with OffDiagonal(rho) added to the kernel.
 
@@ -322,7 +322,7 @@ def test_parameter_shapes_that_do_not_fit_the_inputs_are_a_value_error(k, messag
     with pytest.raises(ValueError, match=message):
         gpc.infer(gpc.Laplace(), k, likelihood, X, y)
     with pytest.raises(ValueError, match=message):
-        jax.jit(lambda X: gpc.infer(gpc.Laplace(), k, likelihood, X, y).log_marginal)(X)
+        gpc.jit(lambda X: gpc.infer(gpc.Laplace(), k, likelihood, X, y).log_marginal)(X)
     if not isinstance(k, gpc.kernels.PerClass):
         with pytest.raises(ValueError, match=message):
             k.gram(jnp.asarray(X))
@@ -426,7 +426,7 @@ def test_non_positive_definite_kernel_matrix_reaching_a_sampler_is_an_error(samp
         jax.block_until_ready(samplers(SE, X, Y, KEY, *rho))
 
 
-@jax.jit
+@gpc.jit
 def gathered_checks(a, b):
     """Two failure conditions gathered and attached to a and b together (one compilation)."""
     checks = Checks()
@@ -440,7 +440,7 @@ def test_gathered_checks_raise_the_first_failure_and_pass_good_values_through():
     for a, b, message in [(-1.0, -1.0, "first"), (1.0, -1.0, "second"), (-1.0, 1.0, "first")]:
         with pytest.raises(Exception, match=message):
             jax.block_until_ready(gathered_checks(np.array([1.0, a]), np.array([b, 1.0, 1.0])))
-    batched = jax.jit(jax.vmap(gathered_checks))
+    batched = gpc.jit(jax.vmap(gathered_checks))
     np.testing.assert_array_equal(batched(np.ones((4, 2)), np.ones((4, 3)))[0], np.ones((4, 2)))
     a = np.ones((4, 2))
     a[2, 1] = -1.0  # one element of the batch fails

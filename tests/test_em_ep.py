@@ -59,7 +59,7 @@ def test_bound_gradient_with_q_fixed_matches_finite_differences(pima_small):
     lik = gpc.likelihoods.LabelNoise(PROBIT, epsilon=0.1)
     post = gpc.infer(gpc.EP(), gpc.kernels.SquaredExponential(3.0, 2.0), lik, X, y)
 
-    @jax.jit
+    @gpc.jit
     def bound(theta):
         kernel = gpc.kernels.SquaredExponential(jnp.exp(theta[0]), jnp.exp(theta[1:-1])) + gpc.kernels.White(1e-3)
         return gpc.variational_bound(post, y, kernel=kernel, likelihood=gpc.likelihoods.LabelNoise(PROBIT, theta[-1]))
@@ -101,7 +101,7 @@ def test_em_ep_reaches_its_fixed_point(em_fit):
     assert bool(result.posterior.info.converged)
     treedef = jax.tree.structure(result.kernel)
 
-    @jax.jit
+    @gpc.jit
     @jax.grad
     def bound_gradient(log_theta):
         kernel = jax.tree.unflatten(treedef, [jnp.exp(t) for t in log_theta])
@@ -144,7 +144,7 @@ def test_em_ep_under_vmap_matches_one_by_one(em_fit):
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
     run = run_em_ep  # one by one: em_fit's compiled program
 
-    batched = jax.jit(jax.vmap(run))(Xs, ys)
+    batched = gpc.jit(jax.vmap(run))(Xs, ys)
     for i in range(2):
         single = run(Xs[i], ys[i])
         np.testing.assert_allclose(float(batched.log_marginal[i]), float(single.log_marginal), rtol=1e-9)

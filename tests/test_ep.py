@@ -138,7 +138,7 @@ def test_vmap_matches_loop_and_non_convergence_is_reported():
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
     lik = gpc.likelihoods.Probit()
     log_vs = np.array([0.0, 1.5, 3.0])
-    batched = jax.jit(jax.vmap(ep_log_marginal_and_grad, in_axes=(0, None, None, 0, 0)))(log_vs, 0.7, lik, Xs, ys)
+    batched = gpc.jit(jax.vmap(ep_log_marginal_and_grad, in_axes=(0, None, None, 0, 0)))(log_vs, 0.7, lik, Xs, ys)
     for i in range(3):
         # One by one with the previous tests' compiled gpc.infer (Python-float kernel parameters); the gradient
         # against central differences of it.

@@ -109,7 +109,7 @@ def numpy_fixed_point():
     return K, tau, nu, *numpy_marginals(K, tau, nu), numpy_log_z(K, y, tau, nu)
 
 
-@jax.jit
+@gpc.jit
 def one_sweep(theta, X, y, init):
     """The library's sequential EP stopped after exactly one sweep from ``init``: its sites and log Z_EP there."""
     method = gpc.EP(schedule="sequential", max_steps=1)
@@ -117,7 +117,7 @@ def one_sweep(theta, X, y, init):
     return post.warm_start, post.log_marginal, post.info.num_steps
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(gpc.jit, static_argnums=0)
 def converged_ep(schedule, theta, X, y):
     """Converged EP: log Z_EP, its gradient in theta = (log variance, log lengthscale), and the sites,
     posterior mean and latent variances at the training inputs, from one compiled program per schedule (the

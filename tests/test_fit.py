@@ -32,7 +32,7 @@ def se(variance, lengthscale):
 START = se(1.0, 1.0)
 
 
-@eqx.filter_jit
+@gpc.filter_jit
 def fit_laplace(kernel, X, y, **kwargs):
     """ML-II Laplace, compiled once per data shape and static option (shared across tests)."""
     TRACES.append(None)
@@ -138,7 +138,7 @@ def test_vmap_over_64_data_sets_equals_fitting_one_by_one():
     data = [toy_data(n=30, seed=s) for s in range(64)]
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
     starts = se(np.linspace(0.5, 2.0, 64), np.linspace(0.7, 1.5, 64))
-    batched = jax.jit(jax.vmap(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y)))(starts, Xs, ys)
+    batched = gpc.jit(jax.vmap(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y)))(starts, Xs, ys)
     assert np.all(np.isin(batched.status, [gpc.Status.CONVERGED, gpc.Status.AT_BOUND]))
     for i in range(0, 64, 4):  # every 4th set one by one (the single fits dominate the test's time)
         start = jax.tree.map(lambda leaf, i=i: leaf[i], starts)
@@ -161,7 +161,7 @@ def test_a_failed_start_is_a_value_not_an_exception():
     np.testing.assert_allclose(log_params(result.kernel), np.log([1e8, 1e8]), rtol=1e-15)
     # Asked to throw, the fit raises with the reason.  The check is attached to every field of the result, so a
     # program that uses only the fitted variance (dead-code elimination drops everything else) still raises.
-    variance_only = eqx.filter_jit(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y, throw=True).kernel.variance)
+    variance_only = gpc.filter_jit(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y, throw=True).kernel.variance)
     with pytest.raises(Exception, match=r"fit did not converge \(FAILED\)"):
         jax.block_until_ready(variance_only(se(1e8, 1e8), *toy_data(n=30, seed=3)))
 
@@ -216,7 +216,7 @@ def test_fit_does_not_recompile_and_rejects_bad_starts_and_one_class_labels():
 def test_one_class_check_for_multi_class_labels():
     from gpclass._validation import check_two_classes
 
-    check = jax.jit(check_two_classes)
+    check = gpc.jit(check_two_classes)
     one_hot = np.eye(3)[np.array([0, 2, 2, 0])]
     np.testing.assert_array_equal(check(one_hot), one_hot)  # two of three classes: fine
     with pytest.raises(Exception, match="one class"):
@@ -231,7 +231,7 @@ def test_status_names_messages_and_throw():
     assert "bound" in gpc.Status.AT_BOUND.message and "line search" in gpc.Status.STALLED.message
     codes = jnp.arange(5)
     np.testing.assert_array_equal(codes <= gpc.Status.AT_BOUND, [True, True, False, False, False])
-    throw = jax.jit(lambda x, status: raise_unless_successful(x, status, "fit"))
+    throw = gpc.jit(lambda x, status: raise_unless_successful(x, status, "fit"))
     assert float(throw(1.0, gpc.Status.AT_BOUND)) == 1.0
     with pytest.raises(Exception, match=r"fit did not converge \(STALLED\): stalled"):
         throw(1.0, gpc.Status.STALLED)

@@ -16,7 +16,6 @@ variance 4 and length scale 3 (cond(K) ~ 3e4; B = I + W^1/2 K W^1/2, whose Chole
 
 import typing
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,14 +69,14 @@ def posterior(method, likelihood, theta, X, y, X_test):
     return post.log_marginal, (gpc.predict(post, X_test), post.mean, post.info.converged)
 
 
-@eqx.filter_jit
+@gpc.filter_jit
 def forward(method, likelihood, theta, X, y, X_test):
     """log q(y|X) and (predictions, posterior mean, converged): the float64 reference, without a backward pass
     (its gradient is taken by central differences of this program: one compilation fewer per method)."""
     return posterior(method, likelihood, theta, X, y, X_test)
 
 
-@eqx.filter_jit
+@gpc.filter_jit
 def value_and_grad(method, likelihood, theta, X, y, X_test):
     """The same and the gradient in theta = (log variance, log length scale), by autodiff (float32)."""
     return jax.value_and_grad(posterior, argnums=2, has_aux=True)(method, likelihood, theta, X, y, X_test)

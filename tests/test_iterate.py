@@ -2,7 +2,6 @@
 
 import functools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import gpclass as gpc
 from gpclass._iterate import iterate
 
 
-@functools.partial(jax.jit, static_argnums=1)
+@functools.partial(gpc.jit, static_argnums=1)
 def halving(x0, max_steps, stall_below):
     """x <- x / 2 from x0: converged below 1e-3, stalled below ``stall_below``."""
     solution = iterate(

@@ -77,7 +77,7 @@ def test_kernel_from_traced_values_and_gradient():
     eps = 1e-6
     fd = (total(0.3 + eps) - total(0.3 - eps)) / (2 * eps)
     np.testing.assert_allclose(g, fd, rtol=1e-7)
-    np.testing.assert_allclose(jax.jit(total)(0.3), total(0.3), rtol=1e-12)
+    np.testing.assert_allclose(gpc.jit(total)(0.3), total(0.3), rtol=1e-12)
 
 
 def test_kim_ghahramani_kernel_is_composable():

@@ -139,7 +139,7 @@ def test_implicit_gradient_matches_unrolled_autodiff(ionosphere_small):
     X, y = ionosphere_small
     y = jnp.asarray(y)
     args = (np.log(3.0), np.log(4.0))
-    unrolled = jax.jit(jax.value_and_grad(unrolled_log_marginal, argnums=(0, 1)))(*args, LOGISTIC, X, y)
+    unrolled = gpc.jit(jax.value_and_grad(unrolled_log_marginal, argnums=(0, 1)))(*args, LOGISTIC, X, y)
     implicit = log_marginal_and_grad(*args, LOGISTIC, X, y)
     np.testing.assert_allclose(implicit[0], unrolled[0], rtol=1e-10)
     np.testing.assert_allclose(implicit[1], unrolled[1], rtol=1e-8)
@@ -165,7 +165,7 @@ def test_reverse_mode_inverts_b_once_and_runs_no_cholesky_vjp(ionosphere_small):
 
 def test_gradient_wrt_log_lengthscale_as_in_the_issue(ionosphere_small):
     X, y = ionosphere_small
-    grad = jax.jit(jax.grad(lambda log_ell: gpc.infer(
+    grad = gpc.jit(jax.grad(lambda log_ell: gpc.infer(
         gpc.Laplace(), gpc.kernels.SquaredExponential(lengthscale=jnp.exp(log_ell)), LOGISTIC, X, y).log_marginal))
     fd = central_difference(lambda t: float(log_marginal(0.0, t[0], LOGISTIC, X, y)), 1.2)
     np.testing.assert_allclose(grad(1.2), fd[0], rtol=1e-6)
@@ -204,7 +204,7 @@ def test_vmap_matches_loop():
     data = [standardised_subset("pima", s) for s in range(2, 6)]
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
     log_vs, log_ls = np.array([0.0, 1.0, 2.0, 6.0]), np.array([0.0, 0.5, -0.3, 1.0])
-    batched = jax.jit(jax.vmap(log_marginal_and_grad, in_axes=(0, 0, None, 0, 0)))(log_vs, log_ls, LOGISTIC, Xs, ys)
+    batched = gpc.jit(jax.vmap(log_marginal_and_grad, in_axes=(0, 0, None, 0, 0)))(log_vs, log_ls, LOGISTIC, Xs, ys)
     for i in range(4):
         single = log_marginal_and_grad(log_vs[i], log_ls[i], LOGISTIC, Xs[i], ys[i])
         np.testing.assert_allclose(batched[0][i], single[0], rtol=1e-12)
@@ -239,7 +239,7 @@ def test_non_convergence_is_reported_or_raised(ionosphere_small):
     assert int(post.info.num_steps) == 2
     # throw=True (the default) raises with the status.  The check is attached to every array of the posterior, so a
     # program that uses only the gradient of log_marginal (everything else is dead code) raises too.
-    gradient_only = jax.jit(jax.grad(
+    gradient_only = gpc.jit(jax.grad(
         lambda v: gpc.infer(gpc.Laplace(max_steps=2), se_kernel(v, np.log(4.0)), LOGISTIC, X, y).log_marginal
     ))
     with pytest.raises(Exception, match=r"Laplace did not converge \(MAX_STEPS\)"):
@@ -285,7 +285,7 @@ def test_bad_input_is_a_clear_error(X, y, message):
             log_marginal_in_user_jit(X, y)
 
 
-@jax.jit
+@gpc.jit
 def log_marginal_in_user_jit(X, y):
     """gpc.infer inlined in a user's jitted function (one compilation for the value-check cases, all 3 x 2)."""
     return gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(), LOGISTIC, X, y).log_marginal

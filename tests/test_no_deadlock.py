@@ -66,7 +66,7 @@ def test_batched_factorisations_match_the_plain_calls_and_their_gradients():
         L = jnp.linalg.cholesky(A)
         return jnp.sum(jnp.sin(jax.scipy.linalg.cho_solve((L, True), b))) + jnp.sum(jnp.linalg.solve(A + L, b) ** 2)
 
-    got = jax.jit(jax.vmap(jax.value_and_grad(ours, (0, 1))))(A, b)
+    got = gpc.jit(jax.vmap(jax.value_and_grad(ours, (0, 1))))(A, b)
     want = jax.vmap(jax.value_and_grad(plain, (0, 1)))(A, b)
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
@@ -74,16 +74,16 @@ def test_batched_factorisations_match_the_plain_calls_and_their_gradients():
 
 def test_no_method_lowers_to_a_batched_lapack_call():
     X, y = satellite_six_classes(n=12)
-    softmax = jax.jit(
+    softmax = gpc.jit(
         jax.value_and_grad(lambda k: gpc.infer(gpc.Laplace(), k, gpc.likelihoods.Softmax(6), X, y).log_marginal)
     )
     assert batched_lapack_calls(softmax.lower(KERNEL)) == []
     Xs, ys = sixty_four_data_sets(n=8)
-    assert batched_lapack_calls(jax.jit(vmapped_fit).lower(Xs, ys)) == []
+    assert batched_lapack_calls(gpc.jit(vmapped_fit).lower(Xs, ys)) == []
     for method, lik in [
         (gpc.EP(), gpc.likelihoods.Probit()),
         (gpc.KL(), gpc.likelihoods.Logistic()),
         (gpc.JaakkolaJordan(), gpc.likelihoods.Logistic()),
     ]:
-        batched = jax.jit(jax.vmap(jax.grad(lambda k, X, y: gpc.infer(method, k, lik, X, y).log_marginal), (None, 0, 0)))
+        batched = gpc.jit(jax.vmap(jax.grad(lambda k, X, y: gpc.infer(method, k, lik, X, y).log_marginal), (None, 0, 0)))
         assert batched_lapack_calls(batched.lower(KERNEL, Xs[:4], ys[:4])) == [], method

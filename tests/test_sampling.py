@@ -43,7 +43,7 @@ def ais(sampler):
     return gpc.AIS(num_temperatures=1000, num_runs=8, sampler=kernel)
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(gpc.jit, static_argnums=0)
 def sample_and_anneal(sampler, likelihood, X, y, key):
     """MCMC samples and an AIS estimate of log Z with the same sampler: one compilation for both."""
     key_mcmc, key_ais = jax.random.split(key)
@@ -134,8 +134,8 @@ def test_vmap_over_data_sets_matches_a_loop():
     def log_z(y, key):
         return gpc.infer(method, KERNEL, PROBIT, X3, y, key=key).log_marginal
 
-    batched = jax.jit(jax.vmap(log_z))(ys, keys)
-    single = jax.jit(log_z)
+    batched = gpc.jit(jax.vmap(log_z))(ys, keys)
+    single = gpc.jit(log_z)
     for i in range(2):
         np.testing.assert_allclose(float(batched[i]), float(single(ys[i], keys[i])), rtol=1e-12)
 

@@ -55,7 +55,7 @@ MCMC_HMC = gpc.MCMC(
 AIS_HMC = gpc.AIS(num_temperatures=2, num_runs=4096, sampler=gpc.samplers.HMC(step_size=0.3, num_leapfrog=8))
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(gpc.jit, static_argnums=0)
 def infer(method, X, y, key):
     return gpc.infer(method, KERNEL, PROBIT, X, y, key=key)
 

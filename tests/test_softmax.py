@@ -2,7 +2,6 @@
 
 import re
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,7 +33,7 @@ def infer(theta, X, y):
     return gpc.infer(gpc.Laplace(), kernel_from(theta), gpc.likelihoods.Softmax(C), X, y)
 
 
-@jax.jit
+@gpc.jit
 def evaluate(theta, X, y):
     """((log q, posterior), d log q / d theta): one compiled program per kernel form and data shape."""
     return jax.value_and_grad(lambda t: (lambda post: (post.log_marginal, post))(infer(t, X, y)), has_aux=True)(theta)
@@ -131,7 +130,7 @@ def test_reverse_mode_stores_no_newton_iterations(vehicle_small):
 # --- two classes are binary logistic classification of f^0 - f^1 with kernel 2k -------------------------
 
 
-@jax.jit
+@gpc.jit
 def two_class_and_binary(theta, X, y, X_test, key):
     def multi_posterior(theta):
         return gpc.infer(gpc.Laplace(), se_kernel(theta[0], theta[1]), gpc.likelihoods.Softmax(2), X, y)
@@ -243,7 +242,7 @@ def test_vmap_matches_loop(vehicle_small):
     Xs = np.stack([X, X[order] + 0.1])
     ys = np.stack([y, (y[order] + 1) % C])
     thetas = np.stack([THETAS["shared"], THETAS["stiff"]])
-    batched = jax.jit(jax.vmap(log_marginal_and_grad))(thetas, Xs, ys)
+    batched = gpc.jit(jax.vmap(log_marginal_and_grad))(thetas, Xs, ys)
     for i in range(2):
         single = log_marginal_and_grad(thetas[i], Xs[i], ys[i])
         np.testing.assert_allclose(batched[0][i], single[0], rtol=1e-12)
@@ -309,7 +308,7 @@ def test_float32_runs_without_nan(vehicle_small):
 def test_bad_labels_are_a_clear_error(y, message):
     """The label check that gpc.infer and gpc.fit run first, compiled on its own (cheap) and under jit."""
     with pytest.raises(Exception, match=message):
-        jax.block_until_ready(jax.jit(lambda y: check_class_labels(y, 4, C, jnp.float64))(y))
+        jax.block_until_ready(gpc.jit(lambda y: check_class_labels(y, 4, C, jnp.float64))(y))
 
 
 def test_bad_labels_raise_through_infer():
@@ -338,4 +337,4 @@ def test_unsupported_combinations_are_refused():
         gpc.likelihoods.Softmax(1)
     with pytest.raises(ValueError, match="same structure"):
         gpc.kernels.PerClass([gpc.kernels.SquaredExponential(), gpc.kernels.Linear()])
-    assert isinstance(eqx.filter_jit(lambda p: p)(post), gpc.SoftmaxPosterior)
+    assert isinstance(gpc.filter_jit(lambda p: p)(post), gpc.SoftmaxPosterior)

@@ -2,7 +2,6 @@
 
 import functools
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +17,7 @@ LOWER, UPPER = gpc.JaakkolaJordan(), gpc.JaakkolaJordanUpper()
 METHODS = {"jj-lower": LOWER, "jj-upper": UPPER, "kl": gpc.KL()}
 
 
-@jax.jit
+@gpc.jit
 def evaluate(method, lik, log_variance, log_lengthscale, X, y):
     """The posterior and d log_marginal / d(log variance, log lengthscale): one compilation per method and shape."""
 
@@ -30,7 +29,7 @@ def evaluate(method, lik, log_variance, log_lengthscale, X, y):
     return post, grads
 
 
-@jax.jit
+@gpc.jit
 def all_bounds(X, y, log_variance, log_lengthscale):
     """(log Z', log Z'', KL ELBO, optimal nu) at one setting, for the tiny brute-force problems."""
     kernel = se_kernel(log_variance, log_lengthscale)
@@ -158,7 +157,7 @@ def test_sigmoid_bounds_touch_where_the_theory_says():
 # --- optimality conditions and closed forms ---------------------------------------------------------
 
 
-lower_bound_gradient = jax.jit(jax.grad(lower_bound, argnums=2))  # d log Z' / d nu, one program
+lower_bound_gradient = gpc.jit(jax.grad(lower_bound, argnums=2))  # d log Z' / d nu, one program
 
 
 def test_lower_bound_optimum_is_stationary_and_matches_the_dense_formula(ionosphere_small):
@@ -200,7 +199,7 @@ def test_upper_bound_optimum_is_stationary(ionosphere_small):
     np.testing.assert_allclose(float(post.log_marginal), -entropy.sum() + 0.5 * b @ K @ b, rtol=1e-12)
 
 
-@eqx.filter_jit
+@gpc.filter_jit
 def kl_optimality_terms(post, lik, m, v, X, y):
     """(dE/dm, dE/dv) of the expected log-likelihood E at marginals (m, v), and gpc.variational_bound at the
     posterior ``post`` and at the Laplace and EP posteriors of its kernel: one program."""
@@ -294,7 +293,7 @@ def test_vmap_matches_loop_no_recompilation_and_float32(ionosphere_small):
         kernel = se_kernel(log_v, log_l)
         return jnp.stack([gpc.infer(METHODS[m], kernel, likelihood[m], X, y).log_marginal for m in names])
 
-    batched = jax.jit(jax.vmap(values, in_axes=(0, None, None, None)))(log_vs, log_l, X, y)
+    batched = gpc.jit(jax.vmap(values, in_axes=(0, None, None, None)))(log_vs, log_l, X, y)
     for name, column in zip(METHODS, np.asarray(batched).T):
         looped = [float(evaluate(METHODS[name], likelihood[name], v, log_l, X, y)[0].log_marginal) for v in log_vs]
         np.testing.assert_allclose(column, looped, rtol=1e-9)
@@ -307,7 +306,7 @@ def test_vmap_matches_loop_no_recompilation_and_float32(ionosphere_small):
     args32 = (jnp.float32(1.0), jnp.asarray(log_l, jnp.float32), X32, y32)
     bounds = functools.partial(values, names=("jj-lower", "jj-upper"))
     # The gradient of the sum is NaN if either bound's gradient is (one reverse pass, one compilation).
-    v32, g32 = jax.jit(lambda *a: (bounds(*a), jax.grad(lambda *b: jnp.sum(bounds(*b)))(*a)))(*args32)
+    v32, g32 = gpc.jit(lambda *a: (bounds(*a), jax.grad(lambda *b: jnp.sum(bounds(*b)))(*a)))(*args32)
     assert v32.dtype == jnp.float32 and np.all(np.isfinite(v32)) and np.all(np.isfinite(g32))
     np.testing.assert_allclose(v32, batched[1, :2], rtol=1e-3)
 
@@ -324,7 +323,7 @@ def test_bad_configurations_are_clear_errors(ionosphere_small):
     with pytest.raises(ValueError, match="no finite maximum"):
         gpc.fit(UPPER, kernel, LOGISTIC, X, y)
     # Inside a user's jit that uses only the bound (everything else is dead code), the check still runs.
-    bound_only = jax.jit(lambda X, y: gpc.infer(gpc.JaakkolaJordan(max_steps=1), kernel, LOGISTIC, X, y).log_marginal)
+    bound_only = gpc.jit(lambda X, y: gpc.infer(gpc.JaakkolaJordan(max_steps=1), kernel, LOGISTIC, X, y).log_marginal)
     with pytest.raises(Exception, match="did not converge"):
         jax.block_until_ready(bound_only(X, y))
     post = gpc.infer(gpc.JaakkolaJordanUpper(max_steps=1), kernel, LOGISTIC, X, y, throw=False)

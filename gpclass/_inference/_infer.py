@@ -1,7 +1,7 @@
 """The single entry point shared by every inference method."""
 
-import equinox as eqx
 
+from .._compile import filter_jit
 from .._status import raise_unless_successful
 from .._validation import Checks, check_covariance, check_inputs
 from ..kernels import AbstractKernel
@@ -10,7 +10,7 @@ from ._base import AbstractInference
 from ._posterior import GaussianPosterior, SamplePosterior, SoftmaxPosterior
 
 
-@eqx.filter_jit
+@filter_jit
 def infer(
     method: AbstractInference,
     kernel: AbstractKernel,
@@ -52,9 +52,10 @@ def infer(
         softmax likelihood, a :class:`SamplePosterior` for MCMC and AIS); ``.log_marginal`` is differentiable with
         respect to the kernel and likelihood parameters.
 
-    Wrapped in ``eqx.filter_jit`` (arrays are traced, everything else is
-    static), so an eager call compiles once per shape and configuration;
-    inside a user's ``jax.jit`` it is simply inlined.
+    Wrapped in ``eqx.filter_jit`` with gpclass's XLA options (arrays are
+    traced, everything else is static), so an eager call compiles once per
+    shape and configuration; inside a user's ``jax.jit`` it is inlined (use
+    :func:`gpclass.jit` there to keep the options).
     """
     checks = Checks()
     X = check_inputs(X, checks=checks)

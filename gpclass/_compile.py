@@ -1,0 +1,97 @@
+"""How gpclass's programs are compiled: ``jit`` (``jax.jit``) and ``filter_jit`` (``eqx.filter_jit``) with XLA options.
+
+On the CPU backend, XLA's fusion emitters (the MLIR code generator for fused
+elementwise kernels, on by default since jaxlib 0.5) take a third to a half of
+the compile time of gpclass's programs, which are many small fusions around
+a few LAPACK calls, and run no faster: measured with jaxlib 0.10.2 on 2 cores,
+disabling them cut the compile time of the value and gradient of log q by
+25-45 % (Laplace, EP, KL, softmax) and of the test suite from 359 s to 273 s,
+while run times at n = 400-1000 stayed within 5 % either way
+(``benchmarks/compile_options.py``).  The option is passed per program
+(``compiler_options`` of ``jax.jit``), never through global configuration or
+``XLA_FLAGS``; a jaxlib that does not know it compiles with its defaults.
+JAX accepts compiler options only on a program compiled on its own, so a
+call made while another transformation traces (an outer ``jit``, ``grad``,
+``vmap``) uses the same function jitted without them.
+
+The library's entry points (:func:`gpclass.infer`, :func:`gpclass.fit`, ...)
+are compiled this way.  Inside a user's own ``jax.jit`` they are inlined and
+the outer program's options apply: wrap such code in :func:`gpclass.jit` (the
+same arguments as ``jax.jit``) to compile it with these options too.
+"""
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+try:  # whether no transformation is tracing: where JAX accepts compiler options (pjit's own test)
+    from jax._src.core import trace_state_clean as _top_level
+except ImportError:  # pragma: no cover - a JAX without it: never pass options
+    def _top_level():
+        return False
+
+_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+@functools.cache
+def compiler_options() -> dict:
+    """The XLA options gpclass compiles with: ``{"xla_cpu_use_fusion_emitters": False}`` on CPU, else ``{}``.
+
+    Decided at the first compilation (not at import: importing gpclass does not
+    start a backend) by compiling a one-line program with the options; a jaxlib
+    that rejects them gets ``{}``.
+    """
+    if jax.default_backend() != "cpu":
+        return {}
+    try:
+        jax.jit(jnp.negative, compiler_options=_CPU_OPTIONS).lower(jnp.zeros(())).compile()
+    except jax.errors.JaxRuntimeError:
+        return {}
+    return dict(_CPU_OPTIONS)
+
+
+class _Deferred:
+    """``make(options)``, a jitted function, created at its first use (so that :func:`compiler_options` runs
+    after import); called under another transformation, ``make({})``."""
+
+    def __init__(self, make, fun):
+        self._make, self._with_options, self._plain = make, None, None
+        functools.update_wrapper(self, fun)
+
+    def _get(self):
+        if not _top_level():
+            if self._plain is None:
+                self._plain = self._make({})
+            return self._plain
+        if self._with_options is None:
+            self._with_options = self._make(compiler_options())
+        return self._with_options
+
+    def __call__(self, *args, **kwargs):
+        return self._get()(*args, **kwargs)
+
+    def __getattr__(self, name):  # lower, trace, eval_shape, ...
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._get(), name)
+
+
+def jit(fun=None, /, **jit_kwargs):
+    """``jax.jit(fun, **jit_kwargs)`` compiled with gpclass's XLA options (:func:`compiler_options`).
+
+    Use it in place of ``jax.jit`` around code that calls gpclass, e.g.
+    ``gpc.jit(jax.vmap(lambda X, y: gpc.fit(method, kernel, lik, X, y)))``:
+    the same program and results, compiled faster on CPU.  Options given in
+    ``compiler_options`` are added to (and override) gpclass's.
+    """
+    if fun is None:
+        return functools.partial(jit, **jit_kwargs)
+    own = jit_kwargs.pop("compiler_options", None) or {}
+    return _Deferred(lambda options: jax.jit(fun, compiler_options={**options, **own} or None, **jit_kwargs), fun)
+
+
+def filter_jit(fun):
+    """``eqx.filter_jit(fun)`` (arrays traced, everything else static) with gpclass's XLA options."""
+    return _Deferred(lambda options: eqx.filter_jit(fun, compiler_options=options or None), fun)
