@@ -4,10 +4,11 @@ On the CPU backend, XLA's fusion emitters (the MLIR code generator for fused
 elementwise kernels, on by default since jaxlib 0.5) take a third to a half of
 the compile time of gpclass's programs, which are many small fusions around
 a few LAPACK calls, and run no faster: measured with jaxlib 0.10.2 on 2 cores,
-disabling them cut the compile time of the value and gradient of log q by
-25-45 % (Laplace, EP, KL, softmax) and of the test suite from 359 s to 273 s,
-while run times at n = 400-1000 stayed within 5 % either way
-(``benchmarks/compile_options.py``).  The option is passed per program
+disabling them cut the compile CPU time of the value and gradient of log q to
+0.57-0.88 of the default's (Laplace, EP, KL, JJ, softmax; the test suite's
+from 533 s to 375 s), with run times at n = 400-1000 0.86-1.08 of the
+default's: within the noise, except binary Laplace at n = 1000, about 5 %
+slower in most runs (``benchmarks/compile_options.py``).  The option is passed per program
 (``compiler_options`` of ``jax.jit``), never through global configuration or
 ``XLA_FLAGS``; a jaxlib that does not know it compiles with its defaults.
 JAX accepts compiler options only on a program compiled on its own, so a
