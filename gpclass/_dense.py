@@ -49,7 +49,7 @@ def _loop_on_cpu(fn):
 
 @_loop_on_cpu
 def _cholesky(A):
-    return jnp.linalg.cholesky(A)
+    return lax.linalg.cholesky(A, symmetrize_input=False)
 
 
 def _make_triangular(lower: bool, trans: int):
@@ -79,7 +79,12 @@ def _check_matrix(A, name):
 
 @jax.custom_vjp
 def cholesky(A: Float[Array, "n n"]) -> Float[Array, "n n"]:
-    """Lower Cholesky factor of the symmetric part of A (as ``jnp.linalg.cholesky``); NaN if not positive definite."""
+    """Lower Cholesky factor of a symmetric A (only its lower triangle is read); NaN if not positive definite.
+
+    Unlike ``jnp.linalg.cholesky`` it does not form (A + A^T) / 2 first: that is an n^2 pass with a transpose,
+    about a quarter of the factorisation's time at n = 1000, and every caller passes a symmetric matrix.  The
+    reverse mode returns the symmetric cotangent, right for any symmetric perturbation of A.
+    """
     _check_matrix(A, "A")
     return _cholesky(A)
 

@@ -30,9 +30,14 @@ def sqrt_precision(w: Float[Array, " n"]) -> Float[Array, " n"]:
 
 
 def factor_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"]) -> Float[Array, "n n"]:
-    """Lower Cholesky factor L of B = I + W^1/2 K W^1/2 (GPML eq. 3.26)."""
+    """Lower Cholesky factor L of B = I + W^1/2 K W^1/2 (GPML eq. 3.26).
+
+    B is built from K^T (= K): LAPACK reads B in column-major order, so XLA then reads K in the row-major layout
+    its matrix-vector products with K want; built from K, a Newton loop kept K column-major and copied it back
+    (a transpose of n^2 entries) every step.
+    """
     n = K.shape[0]
-    B = jnp.eye(n, dtype=K.dtype) + sqrt_w[:, None] * K * sqrt_w[None, :]
+    B = jnp.eye(n, dtype=K.dtype) + sqrt_w[:, None] * K.T * sqrt_w[None, :]
     return dense.cholesky(B)
 
 
