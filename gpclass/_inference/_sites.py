@@ -19,7 +19,7 @@ def factor_sites(K, tau):
     """L = chol(B), B = I + S~^1/2 K S~^1/2, and V = L^-1 S~^1/2 K: then Sigma = K - V^T V (GPML eq. 3.68)."""
     sqrt_tau = sqrt_precision(tau)
     L = factor_b(K, sqrt_tau)
-    return L, dense.solve_triangular(L, sqrt_tau[:, None] * K, lower=True)
+    return L, dense.solve_triangular(L, sqrt_tau[:, None] * K.T, lower=True)  # K^T = K: see factor_b
 
 
 def site_covariance(K, factor):
