@@ -1,19 +1,19 @@
-"""How gpclass's programs are compiled: ``jit`` (``jax.jit``) and ``filter_jit`` (``eqx.filter_jit``) with XLA options.
+"""How gpclass's programs are compiled: ``jit`` and ``filter_jit``, ``jax.jit`` and ``eqx.filter_jit`` with XLA options.
 
 On the CPU backend, XLA's fusion emitters (the MLIR code generator for fused
-elementwise kernels, on by default since jaxlib 0.5) take a third to a half of
-the compile time of gpclass's programs, which are many small fusions around
-a few LAPACK calls, and run no faster: measured with jaxlib 0.10.2 on 2 cores,
+elementwise kernels, on by default in jaxlib 0.10) take a third to a half of
+the compile time of gpclass's programs, which are many small fusions around a
+few LAPACK calls, and run no faster: measured with jaxlib 0.10.2 on 2 cores,
 disabling them cut the compile CPU time of the value and gradient of log q to
 0.57-0.88 of the default's (Laplace, EP, KL, JJ, softmax; the test suite's
 from 533 s to 375 s), with run times at n = 400-1000 0.86-1.08 of the
 default's: within the noise, except binary Laplace at n = 1000, about 5 %
-slower in most runs (``benchmarks/compile_options.py``).  The option is passed per program
-(``compiler_options`` of ``jax.jit``), never through global configuration or
-``XLA_FLAGS``; a jaxlib that does not know it compiles with its defaults.
-JAX accepts compiler options only on a program compiled on its own, so a
-call made while another transformation traces (an outer ``jit``, ``grad``,
-``vmap``) uses the same function jitted without them.
+slower in most runs (``benchmarks/compile_options.py``).  The option is passed
+per program (``compiler_options`` of ``jax.jit``), never through global
+configuration or ``XLA_FLAGS``; a jaxlib that does not know it compiles with
+its defaults.  JAX accepts compiler options only on a program compiled on its
+own, so a call made while another transformation traces (an outer ``jit``,
+``grad``, ``vmap``) uses the same function jitted without them.
 
 The library's entry points (:func:`gpclass.infer`, :func:`gpclass.fit`, ...)
 are compiled this way.  Inside a user's own ``jax.jit`` they are inlined and

@@ -1,6 +1,5 @@
 """The single entry point shared by every inference method."""
 
-
 from .._compile import filter_jit
 from .._status import raise_unless_successful
 from .._validation import Checks, check_covariance, check_inputs
