@@ -53,8 +53,9 @@ def half_log_det_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"], L: Float[
     ``stop_gradient``, so that no Cholesky VJP runs on a zero cotangent): the
     derivative flows to K and sqrt_w directly.  With S = W^1/2 and
     B = I + S K S, d(1/2 log|B|) = 1/2 tr(B^-1 dB) gives dK: 1/2 S B^-1 S and
-    dS_i: (K S B^-1)_ii.  B^-1 = L^-T L^-1 costs one triangular inverse and one
-    product (about 3 Cholesky factorisations), against about 10 for reverse
+    dS_i: (K S B^-1)_ii.  B^-1 = L^-T (L^-1 I) costs two triangular solves
+    with n right-hand sides (about 4 Cholesky factorisations at n = 1000, where
+    L^-T L^-1 as a product took twice as long), against about 10 for reverse
     mode through the Cholesky factorisation.
     """
     return _half_log_det_b(K, sqrt_w, jax.lax.stop_gradient(L))
@@ -71,8 +72,7 @@ def _half_log_det_b_fwd(K, sqrt_w, L):
 
 def _half_log_det_b_bwd(residuals, g):
     K, sqrt_w, L = residuals
-    L_inv = dense.solve_triangular(L, jnp.eye(L.shape[0], dtype=L.dtype), lower=True)
-    B_inv = L_inv.T @ L_inv
+    B_inv = dense.cho_solve(L, jnp.eye(L.shape[0], dtype=L.dtype))
     K_bar = 0.5 * g * (sqrt_w[:, None] * B_inv * sqrt_w[None, :])
     sqrt_w_bar = g * jnp.sum(K * B_inv * sqrt_w[None, :], axis=1)
     return K_bar, sqrt_w_bar, jnp.zeros_like(L)
