@@ -72,7 +72,7 @@ def _half_log_det_b_fwd(K, sqrt_w, L):
 
 def _half_log_det_b_bwd(residuals, g):
     K, sqrt_w, L = residuals
-    B_inv = dense.cho_solve(L, jnp.eye(L.shape[0], dtype=L.dtype))
+    B_inv = solve_b(L, jnp.eye(L.shape[0], dtype=L.dtype))
     K_bar = 0.5 * g * (sqrt_w[:, None] * B_inv * sqrt_w[None, :])
     sqrt_w_bar = g * jnp.sum(K * B_inv * sqrt_w[None, :], axis=1)
     return K_bar, sqrt_w_bar, jnp.zeros_like(L)
