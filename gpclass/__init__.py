@@ -10,7 +10,7 @@ The public API is what this module re-exports::
 
 from . import datasets, kernels, likelihoods, metrics, priors, samplers
 from ._bound import variational_bound
-from ._compile import compiler_options, filter_jit, jit
+from ._compile import compiler_options, enable_compilation_cache, filter_jit, jit
 from ._em_ep import EMEPResult, fit_em_ep
 from ._fit import FitResult, fit
 from ._inference import (
@@ -54,6 +54,7 @@ __all__ = [
     "Status",
     "compiler_options",
     "datasets",
+    "enable_compilation_cache",
     "filter_jit",
     "fit",
     "fit_em_ep",

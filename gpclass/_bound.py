@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import _dense as dense
-from ._compile import filter_jit
+from ._errors import entry_point
 from ._inference import GaussianPosterior
 from ._types import Array, Float
 from ._validation import check_binary_labels
@@ -43,7 +43,7 @@ def expected_log_prior(C: Float[Array, "n n"], mean: Float[Array, " n"], cov: Fl
     return -0.5 * (n * jnp.log(2.0 * jnp.pi) + log_det + jnp.dot(mean, c_inv_mean) + trace)
 
 
-@filter_jit
+@entry_point
 def variational_bound(
     posterior: GaussianPosterior,
     y,

@@ -22,15 +22,17 @@ same arguments as ``jax.jit``) to compile it with these options too.
 """
 
 import functools
+import os
+import pathlib
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 try:  # whether no transformation is tracing: where JAX accepts compiler options (pjit's own test)
-    from jax._src.core import trace_state_clean as _top_level
+    from jax._src.core import trace_state_clean as top_level
 except ImportError:  # pragma: no cover - a JAX without it: never pass options
-    def _top_level():
+    def top_level():
         return False
 
 _CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
@@ -62,7 +64,7 @@ class _Deferred:
         functools.update_wrapper(self, fun)
 
     def _get(self):
-        if not _top_level():
+        if not top_level():
             if self._plain is None:
                 self._plain = self._make({})
             return self._plain
@@ -96,3 +98,42 @@ def jit(fun=None, /, **jit_kwargs):
 def filter_jit(fun):
     """``eqx.filter_jit(fun)`` (arrays traced, everything else static) with gpclass's XLA options."""
     return _Deferred(lambda options: eqx.filter_jit(fun, compiler_options=options or None), fun)
+
+
+def enable_compilation_cache(directory=None, *, min_compile_seconds: float = 0.1) -> pathlib.Path:
+    """Keep compiled programs on disk and reuse them in later processes (JAX's persistent compilation cache).
+
+    A new process then loads a program it compiled before instead of compiling
+    it again: the compile-dominated first call of ``gpc.fit`` or ``gpc.infer``
+    becomes mostly tracing (``benchmarks/first_fit.py``).  This is JAX's own
+    cache, configured for the whole process on request (gpclass sets no
+    configuration by itself): it sets ``jax_compilation_cache_dir`` and
+    ``jax_persistent_cache_min_compile_time_secs`` and resets JAX's record of
+    whether a cache is in use, so it takes effect even after earlier
+    compilations.  Setting the environment variable
+    ``JAX_COMPILATION_CACHE_DIR`` before starting Python does the same, with
+    JAX's default threshold of 1 s.
+
+    Only programs without host callbacks can be stored.  gpclass's entry
+    points called directly (not inside your own ``jax.jit``) compile without
+    any; ``gpc.fit(..., verbose=True)`` prints through one and is not stored.
+
+    Args:
+        directory: where to keep the programs; ``None`` means
+            ``$XDG_CACHE_HOME/gpclass/xla`` (``~/.cache/gpclass/xla``).
+            Treat it as trusted: JAX runs what it loads from there.
+        min_compile_seconds: programs that compiled faster are not stored.
+
+    Returns:
+        The cache directory (created if missing).
+    """
+    from jax.experimental.compilation_cache import compilation_cache
+
+    if directory is None:
+        directory = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "gpclass" / "xla"
+    directory = pathlib.Path(directory).expanduser().resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
+    compilation_cache.set_cache_dir(str(directory))
+    compilation_cache.reset_cache()
+    return directory

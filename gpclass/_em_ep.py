@@ -26,7 +26,7 @@ import optax.tree_utils as otu
 from jax import lax
 
 from ._bound import expected_log_prior, posterior_covariance, variational_bound
-from ._compile import filter_jit
+from ._errors import entry_point
 from ._fit import parameter_transforms
 from ._inference import EP, GaussianPosterior
 from ._inference._infer import solve_posterior
@@ -66,7 +66,7 @@ class EMEPResult(eqx.Module):
         return self.status == Status.CONVERGED
 
 
-@filter_jit
+@entry_point
 def fit_em_ep(
     method: EP,
     kernel: AbstractKernel,

@@ -51,7 +51,7 @@ from jax import lax
 
 from . import _box as box
 from ._box_lbfgs import BoxLBFGS
-from ._compile import filter_jit
+from ._errors import entry_point
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import solve
 from ._iterate import tolerance
@@ -92,7 +92,7 @@ class FitResult(eqx.Module):
         return successful(self.status)
 
 
-@filter_jit
+@entry_point
 def fit(
     method: AbstractInference,
     kernel: AbstractKernel,

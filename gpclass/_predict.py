@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _dense as dense
-from ._compile import filter_jit
+from ._errors import entry_point
 from ._inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior
 from ._linalg import latent_variance_reduction
 from ._types import Array, Float
@@ -12,7 +12,7 @@ from ._validation import check_inputs
 from .likelihoods import mackay_probability
 
 
-@filter_jit
+@entry_point
 def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior | SamplePosterior, X_test):
     """Latent predictive moments at test inputs.
 
@@ -97,7 +97,7 @@ def _sample_latent(posterior: SamplePosterior, X_test):
     return jax.nn.softmax(posterior.log_weights), G.T @ V, var
 
 
-@filter_jit
+@entry_point
 def predict(
     posterior: GaussianPosterior | SoftmaxPosterior | SamplePosterior,
     X_test,

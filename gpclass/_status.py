@@ -13,6 +13,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._errors import branched_error_if
 from ._types import Array, Int
 
 
@@ -88,7 +89,7 @@ def raise_unless_successful(x, status: Int[Array, ""], who: str):
     leaves, treedef = jax.tree.flatten(x)
     is_float = [eqx.is_inexact_array(leaf) for leaf in leaves]
     others = [leaf for leaf, f in zip(leaves, is_float) if not f]
-    one, others = eqx.branched_error_if((jnp.ones(()), others), ~successful(status), status, messages)
+    one, others = branched_error_if((jnp.ones(()), others), ~successful(status), status, messages)
     others = iter(others)
     leaves = [leaf * one.astype(leaf.dtype) if f else next(others) for leaf, f in zip(leaves, is_float)]
     return jax.tree.unflatten(treedef, leaves)

@@ -9,9 +9,9 @@ conditionals and 10 callbacks with separate checks, 2 and 4 with gathered
 ones, one pair being the solver's convergence check).
 """
 
-import equinox as eqx
 import jax.numpy as jnp
 
+from ._errors import branched_error_if
 from ._types import Array, Bool, Float
 
 
@@ -33,7 +33,7 @@ class Checks:
         if not self._conditions:
             return x
         preds = jnp.stack([pred for pred, _ in self._conditions])
-        return eqx.branched_error_if(x, jnp.any(preds), jnp.argmax(preds), [m for _, m in self._conditions])
+        return branched_error_if(x, jnp.any(preds), jnp.argmax(preds), [m for _, m in self._conditions])
 
 
 def _own(checks):

@@ -1,11 +1,31 @@
-"""The README's main job runs end to end and prints what it found."""
+"""The README's main job runs end to end in a new process, and a second run loads its programs from the cache."""
 
-from gpclass.__main__ import main
+import re
+import subprocess
+import sys
+
+ARGS = ["--dataset", "crabs", "--n-train", "60", "--likelihood", "probit"]
 
 
-def test_main_job_prints_fit_and_held_out_metrics(capsys):
-    main(["--dataset", "crabs", "--n-train", "60", "--likelihood", "probit"])
-    out = capsys.readouterr().out
-    for expected in ["fit step", "fitted: sigma_f", "log marginal likelihood", "stopped: converged", "test error",
-                     "information", "wall time"]:
-        assert expected in out
+def run_main(*args):
+    return subprocess.run([sys.executable, "-m", "gpclass", *ARGS, *args], capture_output=True, text=True,
+                          check=True, timeout=240).stdout
+
+
+def test_main_job_prints_fit_and_held_out_metrics_and_reuses_compiled_programs(tmp_path):
+    first = run_main("--cache-dir", str(tmp_path))
+    for expected in ["compilation cache:", "fit step", "fitted: sigma_f", "log marginal likelihood",
+                     "stopped: converged", "test error", "information", "wall time",
+                     "0 compiled programs loaded from the cache"]:
+        assert expected in first
+    assert any(tmp_path.iterdir()), "the first run stored no compiled program"
+    second = run_main("--cache-dir", str(tmp_path))
+    loaded = int(re.search(r"(\d+) compiled programs loaded from the cache", second).group(1))
+    assert loaded >= 1  # at least the fit's program
+    results = lambda out: [line for line in out.splitlines() if line.startswith(("fitted", "log marginal", "test"))]
+    assert results(second) == results(first)
+
+
+def test_main_job_without_cache(tmp_path):
+    out = run_main("--no-cache")
+    assert "compilation cache" not in out and "loaded from the cache" not in out and "test error" in out

@@ -1,6 +1,6 @@
 """The single entry point shared by every inference method."""
 
-from .._compile import filter_jit
+from .._errors import entry_point
 from .._status import raise_unless_successful
 from .._validation import Checks, check_covariance, check_inputs
 from ..kernels import AbstractKernel
@@ -9,7 +9,7 @@ from ._base import AbstractInference
 from ._posterior import GaussianPosterior, SamplePosterior, SoftmaxPosterior
 
 
-@filter_jit
+@entry_point
 def infer(
     method: AbstractInference,
     kernel: AbstractKernel,

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
+from .._errors import error_if
 from .._types import Array, Float
 
 
@@ -179,7 +180,7 @@ def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:
     n = K.shape[0]
     scale = jitter * jnp.mean(jnp.diagonal(K))
     L = dense.cholesky(K + scale * jnp.eye(n, dtype=K.dtype))
-    return eqx.error_if(
+    return error_if(
         L,
         ~jnp.all(jnp.isfinite(L)),
         "the prior covariance K is not positive definite in working precision (its Cholesky factorisation failed): "

@@ -7,6 +7,7 @@ from jax import lax
 from jax.scipy.special import logsumexp
 
 from .. import _dense as dense
+from .._errors import error_if
 from .._types import Array, Float
 from .._validation import Checks, check_class_labels
 
@@ -52,7 +53,7 @@ class Softmax(eqx.Module):
         rounding can cause far from the data when a class is certain) raises.
         """
         chol = jax.vmap(dense.cholesky)(cov)
-        chol = eqx.error_if(
+        chol = error_if(
             chol,
             ~jnp.all(jnp.isfinite(chol)),
             "Softmax: the latent predictive covariance is not positive definite at some test point.",

@@ -1,0 +1,106 @@
+"""Errors decided by traced values: raised from the compiled program, or by Python after a top-level call.
+
+gpclass checks its inputs and its solvers' status inside the compiled program
+(so the checks also hold under ``jit`` and ``vmap``) with
+``eqx.branched_error_if``, whose raising branch is a host callback, and JAX's
+persistent compilation cache does not store a program with a host callback.
+
+An entry point (:func:`entry_point`: ``gpc.infer``, ``gpc.fit``,
+``gpc.predict``, ...) called with no transformation active therefore compiles
+a program that *returns* each check's outcome (the index of the failed
+message, or -1) instead of raising it, and raises the same
+``eqx.EquinoxRuntimeError`` with the same message in Python after the call.
+That program has no callback and can be cached; an entry point called at the
+top level of another's trace (``predict`` calls ``predict_latent``) returns
+its checks with the caller's.  A check made anywhere else
+(inside a ``vmap`` or a loop body of the entry point, or while a user's own
+transformation traces the entry point) raises through ``eqx.branched_error_if``
+as before: only a check at the top level of the entry point's own trace is
+returned, which the identity of JAX's current trace decides.
+"""
+
+import contextvars
+import functools
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._compile import filter_jit, top_level
+
+try:  # the trace that is recording operations now (a jit's, a vmap's, a loop body's)
+    from jax._src.core import trace_ctx as _trace_ctx
+
+    def _current_trace():
+        return _trace_ctx.trace
+except ImportError:  # pragma: no cover - a JAX without it: every check raises from the program
+    def _current_trace():
+        return object()
+
+
+class _Returned(NamedTuple):
+    """The checks an entry point returns: made while ``trace`` records, each an index and its messages."""
+
+    trace: object
+    codes: list
+    messages: list
+
+
+_RETURNED: contextvars.ContextVar[_Returned | None] = contextvars.ContextVar("gpclass_returned_checks", default=None)
+
+
+def branched_error_if(x, pred, index, messages):
+    """``x``, with an error ``messages[index]`` raised if ``pred`` (a scalar) is true (``eqx.branched_error_if``).
+
+    At the top level of an entry point's own trace the check is returned by
+    the entry point and raised in Python instead (see the module docstring).
+    """
+    returned = _RETURNED.get()
+    if returned is not None and _current_trace() is returned.trace:
+        returned.codes.append(jnp.where(pred, index, -1).astype(jnp.int32))
+        returned.messages.append(tuple(messages))
+        return x
+    return eqx.branched_error_if(x, pred, index, messages)
+
+
+def error_if(x, pred, message: str):
+    """``x``, with an error ``message`` raised if any entry of ``pred`` is true (``eqx.error_if``)."""
+    return branched_error_if(x, jnp.any(pred), 0, [message])
+
+
+def entry_point(fun):
+    """``gpc.filter_jit(fun)`` whose checks, in a call with no transformation active, are raised by Python.
+
+    Under a transformation (a user's ``jit``, ``grad``, ``vmap``), ``fun`` is
+    traced as it is and its checks raise from the program.
+    """
+    inside = filter_jit(fun)
+
+    @filter_jit
+    @functools.wraps(fun)  # the program is named after the entry point
+    def returning_checks(*args, **kwargs):
+        returned = _Returned(_current_trace(), [], [])
+        token = _RETURNED.set(returned)
+        try:
+            out = fun(*args, **kwargs)
+        finally:
+            _RETURNED.reset(token)
+        return out, returned.codes, tuple(returned.messages)  # the messages are static: returned as they are
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        returned = _RETURNED.get()
+        if returned is not None and _current_trace() is returned.trace:
+            return fun(*args, **kwargs)  # called by an entry point that returns its checks: these are returned too
+        if not top_level():
+            return inside(*args, **kwargs)
+        out, codes, messages = returning_checks(*args, **kwargs)
+        for code, options in zip(np.asarray(jax.device_get(codes), dtype=int).reshape(-1), messages):
+            if code >= 0:
+                raise eqx.EquinoxRuntimeError(options[code])
+        return out
+
+    call.lower = lambda *args, **kwargs: returning_checks.lower(*args, **kwargs)  # the program a call compiles
+    return call

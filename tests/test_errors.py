@@ -1,0 +1,98 @@
+"""Entry points called at the top level return their checks and raise them in Python: programs without host
+callbacks, which JAX's persistent compilation cache can store; under a user's transformation they raise from
+the program.  Both ways give the same error."""
+
+import subprocess
+import sys
+import textwrap
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+from conftest import toy_data
+
+import gpclass as gpc
+
+X, y = toy_data(n=7, seed=5)
+KERNEL = gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(1.0))
+LIK = gpc.likelihoods.Logistic()
+
+
+def has_host_callback(lowered) -> bool:
+    return "callback" in lowered.as_text()
+
+
+def test_top_level_programs_have_no_host_callback():
+    post = gpc.infer(gpc.Laplace(), KERNEL, LIK, X, y)
+    programs = {
+        "infer": gpc.infer.lower(gpc.Laplace(), KERNEL, LIK, X, y),
+        "infer EP": gpc.infer.lower(gpc.EP(), KERNEL, gpc.likelihoods.Probit(), X, y),
+        "predict": gpc.predict.lower(post, X),
+        "predict_latent": gpc.predict_latent.lower(post, X),
+        "variational_bound": gpc.variational_bound.lower(post, y),
+        "fit": gpc.fit.lower(gpc.Laplace(), KERNEL, LIK, X, y, throw=True),
+    }
+    assert [name for name, lowered in programs.items() if has_host_callback(lowered)] == []
+    # The same entry point traced inside a user's jit checks with eqx.branched_error_if: a callback.
+    assert has_host_callback(jax.jit(lambda X: gpc.infer(gpc.Laplace(), KERNEL, LIK, X, y).log_marginal).lower(X))
+
+
+def bad_x():
+    X_bad = X.copy()
+    X_bad[2, 1] = np.inf
+    return X_bad
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda X: gpc.infer(gpc.Laplace(), KERNEL, LIK, X, y).log_marginal, "X contains NaN or infinite values"),
+        (lambda X: gpc.infer(gpc.Laplace(max_steps=1), KERNEL, LIK, X, y).log_marginal,
+         r"Laplace did not converge \(MAX_STEPS\)"),
+    ],
+    ids=["input check", "status check"],
+)
+def test_same_error_at_top_level_and_under_jit(call, message):
+    x = bad_x() if "NaN" in message else X
+    with pytest.raises(eqx.EquinoxRuntimeError, match=message):
+        call(x)
+    with pytest.raises(Exception, match=message):
+        jax.block_until_ready(jax.jit(call)(x))
+
+
+def test_first_failing_check_is_raised_and_throw_false_returns_the_status():
+    # Two checks fail (X not finite, labels not binary): the first made is raised, as by eqx.branched_error_if.
+    with pytest.raises(eqx.EquinoxRuntimeError, match="X contains NaN"):
+        gpc.infer(gpc.Laplace(), KERNEL, LIK, bad_x(), np.full(len(y), 3.0))
+    post = gpc.infer(gpc.Laplace(max_steps=1), KERNEL, LIK, X, y, throw=False)
+    assert gpc.Status(int(post.info.status)) == gpc.Status.MAX_STEPS
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import jax
+    import numpy as np
+    import gpclass as gpc
+    hits = []
+    jax.monitoring.register_event_listener(
+        lambda event, **_: hits.append(1) if event == "/jax/compilation_cache/cache_hits" else None)
+    gpc.enable_compilation_cache(sys.argv[1], min_compile_seconds=0)
+    X = np.linspace(-1.0, 1.0, 11)[:, None]
+    y = np.where(X[:, 0] > 0.1, 1.0, -1.0)
+    kernel = gpc.kernels.SquaredExponential(np.float32(1.0), np.float32(0.5))
+    post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+    print(len(hits), repr(float(post.log_marginal)))
+    """
+)
+
+
+def test_compilation_cache_is_reused_by_a_new_process(tmp_path):
+    """The user's path: enable the cache, run, and a second process loads the program instead of compiling it."""
+    run = lambda: subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True, text=True,
+                                 check=True, timeout=120).stdout.split()
+    hits_first, value_first = run()
+    assert hits_first == "0" and any(tmp_path.iterdir())
+    hits_second, value_second = run()
+    assert int(hits_second) >= 1 and value_second == value_first
