@@ -8,7 +8,10 @@ Sections
   timing  one evaluation of log q(y|X) and its gradient w.r.t. (log l, log sf)
           on usps10 (C = 10) at GPML's maximum (log l, log sf) = (2.35, 2.6),
           against C Cholesky factorisations of size n (one vmapped call, and C
-          separate calls), compile time separately; the forward solve alone too.
+          separate calls), compile time separately; the forward solve alone too;
+          one Newton direction (conjugate gradients) from f = 0 and at the mode
+          with its number of CG products, and the blocks of Algorithm 3.3
+          formed once at the mode.
   usps10  log q over a grid of (log l, log sf) (GPML Figure 3.11), warm-started
           along each row; test error and information (mean-field probabilities)
           at every grid point; at the grid maximum also Monte Carlo
@@ -36,7 +39,12 @@ import numpy as np  # noqa: E402
 from harness import RESULTS, machine_header, median_time, pyplot, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
-from gpclass._inference.laplace_softmax import softmax_blocks  # noqa: E402
+from gpclass._inference.laplace_softmax import (  # noqa: E402
+    _newton_direction,
+    class_matmul,
+    softmax_blocks,
+    solve_i_plus_wk_cg,
+)
 
 
 def se(log_l, log_sf):
@@ -98,14 +106,28 @@ def section_timing(args, record):
         _, _, t_chol_one = compile_then_time(chol_one, K, repeats=5)
         (lml, steps, mode), c_fwd, t_fwd = compile_then_time(forward, theta0, repeats=repeats)
         (lml2, grad), c_vg, t_vg = compile_then_time(value_and_grad, theta0, repeats=repeats)
-        # The unit of work of one Newton step (Algorithm 3.3, lines 5-10): C Cholesky factorisations,
-        # the C matrices E_c (two triangular solves each) and the Cholesky factor of sum_c E_c.
+        # The blocks of Algorithm 3.3, lines 5-10 (C Cholesky factorisations, the C matrices E_c by two
+        # triangular solves each, the Cholesky factor of sum_c E_c): formed once, at the mode, for log q.
         pi = jax.nn.softmax(mode, axis=1)
         _, _, t_blocks = compile_then_time(gpc.jit(softmax_blocks), K - jnp.eye(n), pi, repeats=repeats)
+        # One Newton direction (conjugate gradients on I + S K S^T) from f = 0 and at the mode, and its CG products.
+        Y = jax.nn.one_hot(y, 10, dtype=K.dtype)
+        direction = gpc.jit(lambda K, a: _newton_direction(K, Y, a, class_matmul(K, a))[0])
+        products = gpc.jit(lambda K, a: solve_i_plus_wk_cg(
+            K, jax.nn.softmax(class_matmul(K, a), axis=1), Y - jax.nn.softmax(class_matmul(K, a), axis=1) - a,
+            1e-8, a.size)[1])
+        steps_at = {}
+        for where, a in (("start", jnp.zeros_like(Y)), ("mode", Y - pi)):
+            _, _, t_dir = compile_then_time(direction, K - jnp.eye(n), a, repeats=args.repeats)
+            steps_at[where] = (t_dir, int(products(K - jnp.eye(n), a)))
         row = dict(
             n=n, C=10, newton_steps=int(steps), log_marginal=float(lml), grad=np.asarray(grad).tolist(),
             compile_forward_s=c_fwd, run_forward_s=t_fwd, compile_value_and_grad_s=c_vg, run_value_and_grad_s=t_vg,
             chol_10_vmapped_s=t_chol_batch, chol_one_s=t_chol_one, blocks_s=t_blocks,
+            newton_direction_start_s=steps_at["start"][0], cg_products_start=steps_at["start"][1],
+            newton_direction_mode_s=steps_at["mode"][0], cg_products_mode=steps_at["mode"][1],
+            ratio_newton_direction_start_to_10_chol=steps_at["start"][0] / (10 * t_chol_one),
+            ratio_newton_direction_mode_to_10_chol=steps_at["mode"][0] / (10 * t_chol_one),
             ratio_blocks_to_10_chol=t_blocks / (10 * t_chol_one),
             ratio_forward_to_10_chol=t_fwd / (10 * t_chol_one), ratio_value_and_grad_to_10_chol=t_vg / (10 * t_chol_one),
         )
@@ -113,9 +135,12 @@ def section_timing(args, record):
         print(
             f"n {n:5d}  C 10  Newton steps {int(steps):2d}  log q {float(lml):10.3f}  "
             f"forward {t_fwd:8.2f} s (compile {c_fwd:5.1f} s)  value+grad {t_vg:8.2f} s (compile {c_vg:5.1f} s)  "
-            f"10 x chol(n) {10 * t_chol_one:7.3f} s (vmapped {t_chol_batch:7.3f} s)  one Newton step's blocks {t_blocks:6.2f} s  "
+            f"10 x chol(n) {10 * t_chol_one:7.3f} s (vmapped {t_chol_batch:7.3f} s)  blocks at the mode {t_blocks:6.2f} s  "
+            f"one Newton direction {steps_at['start'][0]:6.3f} s from f = 0 ({steps_at['start'][1]} CG products), "
+            f"{steps_at['mode'][0]:6.3f} s at the mode ({steps_at['mode'][1]})  "
             f"ratios to 10 x chol: forward {row['ratio_forward_to_10_chol']:6.1f}  value+grad "
-            f"{row['ratio_value_and_grad_to_10_chol']:6.1f}  blocks {row['ratio_blocks_to_10_chol']:5.1f}",
+            f"{row['ratio_value_and_grad_to_10_chol']:6.1f}  blocks {row['ratio_blocks_to_10_chol']:5.1f}  Newton direction "
+            f"{row['ratio_newton_direction_start_to_10_chol']:5.2f} / {row['ratio_newton_direction_mode_to_10_chol']:5.2f}",
             flush=True,
         )
     record["timing"] = rows

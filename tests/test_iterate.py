@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import gpclass as gpc
+from gpclass._cg import conjugate_gradients
 from gpclass._iterate import iterate
 
 
@@ -34,3 +35,29 @@ def test_iterate_counts_steps_and_reports_how_it_stopped(x0, max_steps, stall_be
     assert int(num_steps) == steps and int(code) == status
     if np.isfinite(x0):
         assert float(state) == x0 * 0.5**steps
+
+
+@functools.partial(gpc.jit, static_argnums=(2,))
+def cg(A, b, max_steps):
+    return conjugate_gradients(lambda x: A @ x, b, tol=1e-10, max_steps=max_steps)
+
+
+def spd_matrix(n, condition, seed):
+    """Q diag(eigenvalues) Q^T with eigenvalues log-spaced from 1 to ``condition``."""
+    Q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(n, n)))
+    return Q @ np.diag(np.geomspace(1.0, condition, n)) @ Q.T
+
+
+def test_conjugate_gradients_solves_to_tolerance_and_reports_the_limit():
+    A = spd_matrix(12, 1e3, seed=0)
+    b = np.random.default_rng(1).normal(size=12)
+    x, steps, status = cg(A, b, 100)
+    assert gpc.Status(int(status)) == gpc.Status.CONVERGED and int(steps) <= 3 * 12  # n in exact arithmetic
+    assert np.linalg.norm(A @ np.asarray(x) - b) <= 1e-10 * np.linalg.norm(b)
+    np.testing.assert_allclose(x, np.linalg.solve(A, b), rtol=1e-7)
+    x3, steps3, status3 = cg(A, b, 3)  # stopped early: reported, and the iterate still improves on x = 0
+    assert gpc.Status(int(status3)) == gpc.Status.MAX_STEPS and int(steps3) == 3
+    energy_error = lambda x: (x - np.linalg.solve(A, b)) @ A @ (x - np.linalg.solve(A, b))
+    assert energy_error(np.asarray(x3)) < energy_error(np.zeros(12))
+    x0, _, status0 = cg(A, np.zeros(12), 100)  # b = 0: x = 0, no 0/0
+    assert gpc.Status(int(status0)) == gpc.Status.CONVERGED and not np.any(np.asarray(x0))

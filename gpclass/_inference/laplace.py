@@ -91,7 +91,7 @@ class Laplace(AbstractInference):
             e_blocks=E,
             chol_sum_e=M,
             mean=F,
-            log_marginal=softmax_log_marginal(Y, F, L, M),
+            log_marginal=softmax_log_marginal(Y, F, K, L, E, M),
             info=SolverInfo(num_steps=num_steps, status=status, max_change=max_change),
             warm_start=lax.stop_gradient(a),
         )

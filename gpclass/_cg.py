@@ -1,0 +1,56 @@
+"""Conjugate gradients for a symmetric positive definite operator, on the iteration protocol of ``_iterate``.
+
+Used where a dense factorisation per iteration would cost more than many
+matrix products: the softmax Newton system (``_inference/laplace_softmax.py``),
+whose operator B = I + S K S^T has every eigenvalue >= 1.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from ._iterate import all_finite, iterate
+from ._types import Array, Int
+
+
+class _CG(NamedTuple):
+    x: Array
+    r: Array
+    p: Array
+    rr: Array  # r . r
+
+
+def _dot(a, b):
+    return jnp.sum(a * b)
+
+
+def conjugate_gradients(
+    matvec: Callable[[Array], Array], b: Array, *, tol: float, max_steps: int
+) -> tuple[Array, Int[Array, ""], Int[Array, ""]]:
+    """Solve A x = b from x = 0 for an SPD operator A (Golub & Van Loan, Algorithm 11.3.2); arrays of any shape.
+
+    Stops when the residual |b - A x| is at most ``tol |b|`` (``Status.CONVERGED``)
+    or after ``max_steps`` products (``Status.MAX_STEPS``).  Every iterate x_k
+    minimises the A-norm of the error over the Krylov space, so even an
+    unconverged x_k solves the system better than x_{k-1} did.
+
+    Returns:
+        (x, number of products with A, status).
+    """
+    threshold = tol**2 * _dot(b, b)
+
+    def step(s: _CG) -> _CG:
+        q = matvec(s.p)
+        curvature = _dot(s.p, q)
+        alpha = jnp.where(curvature > 0, s.rr / jnp.where(curvature > 0, curvature, 1.0), 0.0)
+        x = s.x + alpha * s.p
+        r = s.r - alpha * q
+        rr = _dot(r, r)
+        beta = jnp.where(s.rr > 0, rr / jnp.where(s.rr > 0, s.rr, 1.0), 0.0)
+        return _CG(x, r, r + beta * s.p, rr)
+
+    start = _CG(jnp.zeros_like(b), b, b, _dot(b, b))
+    end = iterate(step, lambda s: (s.rr <= threshold, jnp.asarray(False)), start, max_steps=max_steps,
+                  finite=lambda s: all_finite(s.x))
+    return end.state.x, end.num_steps, end.status
