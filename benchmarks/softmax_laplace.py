@@ -28,6 +28,7 @@ All runs in float64.  Data splits are random permutations with a fixed seed.
 
 import argparse
 import warnings
+from pathlib import Path
 from time import perf_counter as now
 
 import jax  # noqa: E402
@@ -347,7 +348,7 @@ def main():
     record = dict(arguments=vars(args))
     for section in args.sections:
         dict(timing=section_timing, usps10=section_usps10, uci=section_uci)[section](args, record)
-    out = args.out.removesuffix(".json") if args.out else f"softmax_laplace_{'_'.join(args.sections)}"
+    out = Path(args.out).stem if args.out else f"softmax_laplace_{'_'.join(args.sections)}"
     write_results(out, info, record)
 
 

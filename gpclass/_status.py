@@ -77,7 +77,7 @@ def finite_status(x) -> Int[Array, ""]:
 def raise_unless_successful(x, status: Int[Array, ""], who: str):
     """``x`` with an error naming ``who`` and the status unless ``status`` is a success (``successful``).
 
-    One ``eqx.branched_error_if`` returns the non-float arrays of ``x`` and a
+    One ``_errors.branched_error_if`` returns the non-float arrays of ``x`` and a
     checked 1, and every float array of ``x`` is multiplied by that 1 (exact),
     so every array depends on the check: any use of ``x`` raises, a gradient
     too, whose backward pass needs the checked 1 (a check attached to the

@@ -1,12 +1,13 @@
-"""Input checks at the API boundary: static shapes in Python, values with one eqx.branched_error_if.
+"""Input checks at the API boundary: static shapes in Python, values with one branched check.
 
 The value checks run inside jit and vmap and raise an ``EquinoxRuntimeError``
-(an ``XlaRuntimeError`` when called from jitted code) carrying the message.
+carrying the message (``_errors.branched_error_if``: from the compiled program,
+or, for an entry point called at the top level, from Python after the call).
 An entry point gathers its value checks in one :class:`Checks` and attaches
-them together: each separately attached check adds a conditional and host
-callbacks to every compiled program (the compiled Laplace evidence held 5
-conditionals and 10 callbacks with separate checks, 2 and 4 with gathered
-ones, one pair being the solver's convergence check).
+them together: each separately attached check adds a conditional (and, raised
+from the program, host callbacks) to every compiled program (the compiled
+Laplace evidence held 5 conditionals and 10 callbacks with separate checks, 2
+and 4 with gathered ones, one pair being the solver's convergence check).
 """
 
 import jax.numpy as jnp
