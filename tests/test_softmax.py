@@ -10,6 +10,7 @@ from conftest import central_difference, gram, jit_call, se_kernel, standardised
 from scipy import special
 
 import gpclass as gpc
+from gpclass._inference.laplace_softmax import half_log_det_softmax, softmax_blocks
 from gpclass._validation import check_class_labels
 
 C = 3
@@ -125,6 +126,33 @@ def test_reverse_mode_stores_no_newton_iterations(vehicle_small):
     # C = 3 classes that run a batch of factorisations one at a time on the CPU (gpclass/_dense.py).
     assert "while" in jaxpr
     assert set(re.findall(r"length=(\d+)", jaxpr)) == {"3"}
+
+
+@pytest.mark.parametrize("case", ["shared", "per-class"])
+def test_log_det_reverse_mode_matches_dense_log_det(case, vehicle_small):
+    """The hand-written reverse mode of 1/2 log|I + K W(pi(F))| from the blocks equals autodiff of a dense
+    Cn x Cn log-determinant, in the hyperparameters and in F (at an arbitrary F, not only at the mode)."""
+    X = vehicle_small[0][:9]
+    F = np.random.default_rng(7).normal(size=(9, C))
+
+    def dense(theta, F):
+        K = kernel_from(theta).gram(X)
+        K_big = jax.scipy.linalg.block_diag(*jnp.broadcast_to(K, (C,) + K.shape[-2:]))
+        pi = jax.nn.softmax(F, axis=1)
+        Pi = jnp.concatenate([jnp.diag(pi[:, c]) for c in range(C)])
+        W = jnp.diag(pi.T.reshape(-1)) - Pi @ Pi.T
+        return 0.5 * jnp.linalg.slogdet(jnp.eye(C * 9) + K_big @ W)[1]
+
+    def from_blocks(theta, F):
+        K = kernel_from(theta).gram(X)
+        pi = jax.nn.softmax(F, axis=1)
+        return half_log_det_softmax(K, pi, *softmax_blocks(K, pi))
+
+    values = gpc.jit(lambda t, F: [jax.value_and_grad(fn, argnums=(0, 1))(t, F) for fn in (dense, from_blocks)])
+    (v_dense, g_dense), (v_blocks, g_blocks) = values(THETAS[case], F)
+    np.testing.assert_allclose(float(v_blocks), float(v_dense), rtol=1e-12)
+    for a, b in zip(g_blocks, g_dense):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
 # --- two classes are binary logistic classification of f^0 - f^1 with kernel 2k -------------------------
