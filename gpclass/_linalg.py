@@ -41,6 +41,37 @@ def factor_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"]) -> Float[Array,
     return dense.cholesky(B)
 
 
+def factor_b_given(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"], L: Float[Array, "n n"]) -> Float[Array, "n n"]:
+    """``factor_b(K, sqrt_w)`` when its value L was computed already: L itself, with factor_b's reverse mode.
+
+    The reverse mode runs (and factorises B again) only when L's cotangent is
+    not zero, i.e. when something differentiable was computed from L (a
+    prediction's gradient); the log marginal likelihood uses L under
+    ``stop_gradient`` and costs nothing here.
+    """
+    return _factor_b_given(K, sqrt_w, jax.lax.stop_gradient(L))
+
+
+@jax.custom_vjp
+def _factor_b_given(K, sqrt_w, L):
+    return L
+
+
+def _factor_b_given_fwd(K, sqrt_w, L):
+    return L.value, (K.value, sqrt_w.value)
+
+
+def _factor_b_given_bwd(residuals, L_bar):
+    if isinstance(L_bar, jax.custom_derivatives.SymbolicZero):
+        return None, None, None
+    K, sqrt_w = residuals
+    _, vjp = jax.vjp(factor_b, K, sqrt_w)
+    return (*vjp(L_bar), None)
+
+
+_factor_b_given.defvjp(_factor_b_given_fwd, _factor_b_given_bwd, symbolic_zeros=True)
+
+
 def half_log_det(L: Float[Array, "n n"]) -> Float[Array, ""]:
     """1/2 log|B| = sum_i log L_ii (GPML eq. 3.32, last term)."""
     return jnp.sum(jnp.log(jnp.diagonal(L)))

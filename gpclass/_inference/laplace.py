@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._linalg import factor_b, half_log_det_b, solve_i_plus_wk, sqrt_precision
+from .._linalg import factor_b, factor_b_given, half_log_det_b, solve_i_plus_wk, sqrt_precision
 from ._base import AbstractInference
 from ._newton import newton
 from ._posterior import GaussianSolution, SoftmaxSolution, SolverInfo
@@ -58,10 +58,10 @@ class Laplace(AbstractInference):
             return self._solve_softmax(K, likelihood, y, init)
         n = K.shape[0]
         a0 = jnp.zeros(n, dtype=K.dtype) if init is None else _better_start(K, likelihood, y, init)
-        f, num_steps, status, a, max_change = _mode(self, K, likelihood, y, a0)
+        f, num_steps, status, a, max_change, L = _mode(self, K, likelihood, y, a0)
         log_lik, grad, W = likelihood.derivatives(y, f)
         sqrt_w = sqrt_precision(W)
-        L = factor_b(K, sqrt_w)
+        L = factor_b_given(K, sqrt_w, L)  # the mode's factor, shared with its adjoint
         # GPML eq. 3.32: log q(y|X) = log p(y|f^) - 1/2 a^T f^ - sum_i log L_ii, where
         # a = K^-1 f^ = grad log p(y|f^) at the mode (eq. 3.17).  half_log_det_b reuses
         # L and has a cheaper reverse mode than differentiating the factorisation.
@@ -130,7 +130,11 @@ def _newton_direction(K, likelihood, y, a, f):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _mode(method: Laplace, K, likelihood, y, a0):
-    """The posterior mode f^(K, likelihood), differentiable by the implicit function theorem."""
+    """The posterior mode f^(K, likelihood), differentiable by the implicit function theorem.
+
+    Also returns L, the Cholesky factor of B at f^ (no derivative): the
+    adjoint solve and the log marginal likelihood share this one factorisation.
+    """
     f, a, steps, status, change = newton(
         lambda a: _psi(K, likelihood, y, a),
         lambda a, f: _newton_direction(K, likelihood, y, a, f),
@@ -139,12 +143,13 @@ def _mode(method: Laplace, K, likelihood, y, a0):
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )
-    return f, steps, status, a, change
+    L = factor_b(K, sqrt_precision(likelihood.derivatives(y, f)[2]))
+    return f, steps, status, a, change, L
 
 
 def _mode_fwd(method, K, likelihood, y, a0):
     out = _mode(method, K, likelihood, y, a0)
-    return out, (K, likelihood, y, out[0])
+    return out, (K, likelihood, y, out[0], out[5])
 
 
 def _mode_bwd(method, residuals, cotangents):
@@ -154,11 +159,10 @@ def _mode_bwd(method, residuals, cotangents):
     d f^ = (I + K W)^-1 d(K grad log p)|_f^ and the vector-Jacobian product is
     theta_bar = (d(K grad log p)/d theta)^T u  with  u = (I + W K)^-1 f_bar.
     """
-    K, likelihood, y, f = residuals
+    K, likelihood, y, f, L = residuals
     f_bar = cotangents[0]
     _, _, W = likelihood.derivatives(y, f)
-    sqrt_w = sqrt_precision(W)
-    u = solve_i_plus_wk(K, sqrt_w, factor_b(K, sqrt_w), f_bar)
+    u = solve_i_plus_wk(K, sqrt_precision(W), L, f_bar)
 
     def fixed_point_map(K, likelihood):
         return K @ likelihood.derivatives(y, f)[1]
