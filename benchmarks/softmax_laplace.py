@@ -16,6 +16,9 @@ Sections
           along each row; test error and information (mean-field probabilities)
           at every grid point; at the grid maximum also Monte Carlo
           probabilities (GPML Algorithm 3.4) and an ML-II fit started there.
+  solvers CG products for one Newton-system solve at the mode of Vehicle and
+          usps10 (n = 500): on sum_c E_c of eq. 3.47 (plain and Jacobi
+          preconditioned) and on B = I + S K S^T (what gpclass iterates on).
   uci     Vehicle (4 classes) and Satellite (6 classes), standardised inputs:
           gpc.fit (ML-II, L-BFGS) of a shared SE kernel and of one SE kernel
           per class (gpc.kernels.PerClass), against scikit-learn's
@@ -145,6 +148,64 @@ def section_timing(args, record):
             flush=True,
         )
     record["timing"] = rows
+
+
+# --------------------------------------------------------------------------- Newton-system solvers
+
+
+def _pcg_steps(matvec, b, precondition, tol, max_steps=5000):
+    """Products with the operator that preconditioned CG from x = 0 needs to reach |r| <= tol |b| (numpy)."""
+    x, r = np.zeros_like(b), b.copy()
+    z = precondition(r)
+    p, rz, norm_b = z.copy(), r @ z, np.linalg.norm(b)
+    for k in range(1, max_steps + 1):
+        q = matvec(p)
+        alpha = rz / (p @ q)
+        x, r = x + alpha * p, r - alpha * q
+        if np.linalg.norm(r) <= tol * norm_b:
+            return k
+        z = precondition(r)
+        rz, rz_old = r @ z, rz
+        p = z + rz / rz_old * p
+    return max_steps
+
+
+def section_solvers(args, record):
+    """CG products per Newton-system solve at the mode, for the operators one could iterate on (dense numpy)."""
+    rows = []
+    for name, C, log_l, log_sf2 in (("vehicle", 4, 1.1, 4.0), ("usps10", 10, 2.5, 4.0)):
+        X_all, y_all = gpc.datasets.load(name)
+        idx = np.random.default_rng(0).permutation(len(y_all))[: args.solver_n]
+        X, y = np.asarray(gpc.datasets.standardize(X_all[idx])), np.asarray(y_all[idx])
+        kernel = gpc.kernels.SquaredExponential(variance=np.exp(log_sf2), lengthscale=np.exp(log_l))
+        post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Softmax(C), X, y)
+        n = len(y)
+        K = np.asarray(gpc.filter_jit(lambda k, X: k.gram(X))(kernel, X))
+        F = np.asarray(post.mean)
+        pi = np.exp(F - F.max(1, keepdims=True))
+        pi /= pi.sum(1, keepdims=True)
+        E = [np.sqrt(pi[:, c])[:, None] * np.linalg.inv(np.eye(n) + np.sqrt(pi[:, c])[:, None] * K
+                                                           * np.sqrt(pi[:, c])[None]) * np.sqrt(pi[:, c])[None]
+             for c in range(C)]
+        M = sum(E)
+        eig = np.linalg.eigvalsh(M)
+        b = np.random.default_rng(1).normal(size=n)
+        row = dict(data=name, n=n, C=C, cond_sum_e=float(eig[-1] / eig[0]),
+                   sum_e_plain=_pcg_steps(lambda v: M @ v, b, lambda v: v, 1e-10),
+                   sum_e_jacobi=_pcg_steps(lambda v: M @ v, b, lambda v: v / np.diag(M), 1e-10))
+        p = np.sqrt(pi)
+        times_s = lambda V: p * V - p * np.sum(pi * V, axis=1, keepdims=True)  # S V, S = (I - P P^T) D^1/2
+        times_s_t = lambda V: p * (V - p * np.sum(p * V, axis=1, keepdims=True))
+        B = lambda v: v + times_s(K @ times_s_t(v.reshape(n, C))).ravel()
+        rhs = times_s(K @ np.random.default_rng(2).normal(size=(n, C))).ravel()
+        for tol in (1e-4, 1e-8, 1e-12):
+            row[f"b_tol_{tol:g}"] = _pcg_steps(B, rhs, lambda v: v, tol)
+        rows.append(row)
+        print(f"{name}: n {n}, C {C}, mode log q {float(post.log_marginal):.3f}; sum_c E_c: condition {row['cond_sum_e']:.0f}, "
+              f"CG products {row['sum_e_plain']} (Jacobi {row['sum_e_jacobi']}) at 1e-10, each C pairs of triangular "
+              f"solves; B = I + S K S^T: {row['b_tol_0.0001']} / {row['b_tol_1e-08']} / {row['b_tol_1e-12']} products at "
+              f"1e-4 / 1e-8 / 1e-12, each one n x n times n x C product", flush=True)
+    record["solvers"] = rows
 
 
 # --------------------------------------------------------------------------- USPS 10 classes
@@ -342,12 +403,13 @@ def main():
     parser.add_argument("--vehicle-train", type=int, default=500)
     parser.add_argument("--satellite-train", type=int, default=1000)
     parser.add_argument("--satellite-test", type=int, default=2000)
+    parser.add_argument("--solver-n", type=int, default=500, help="cases for the solvers section")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     info = machine_header("Multi-class Laplace (softmax): " + ", ".join(args.sections) + ", float64", args)
     record = dict(arguments=vars(args))
     for section in args.sections:
-        dict(timing=section_timing, usps10=section_usps10, uci=section_uci)[section](args, record)
+        dict(timing=section_timing, usps10=section_usps10, uci=section_uci, solvers=section_solvers)[section](args, record)
     out = Path(args.out).stem if args.out else f"softmax_laplace_{'_'.join(args.sections)}"
     write_results(out, info, record)
 
