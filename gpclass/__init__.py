@@ -31,6 +31,8 @@ from ._inference import (
 )
 from ._predict import predict, predict_latent
 from ._status import Status
+from ._svgp import SVGP
+from ._svgp_fit import SVGPFit, fit_svgp
 from .likelihoods import mackay_probability
 
 __version__ = "0.1.0"
@@ -49,6 +51,8 @@ __all__ = [
     "JaakkolaJordanUpper",
     "KL",
     "Laplace",
+    "SVGP",
+    "SVGPFit",
     "SoftmaxPosterior",
     "SolverInfo",
     "Status",
@@ -58,6 +62,7 @@ __all__ = [
     "filter_jit",
     "fit",
     "fit_em_ep",
+    "fit_svgp",
     "infer",
     "jit",
     "kernels",

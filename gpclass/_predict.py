@@ -7,6 +7,7 @@ from . import _dense as dense
 from ._errors import entry_point
 from ._inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior
 from ._linalg import latent_variance_reduction
+from ._svgp import SVGP
 from ._types import Array, Float
 from ._validation import check_inputs
 from .likelihoods import mackay_probability
@@ -26,8 +27,12 @@ def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior | SamplePoste
 
     Sample posteriors (MCMC, AIS): the mean and variance of the mixture
     sum_s w_s p(f*|f_s) (see :func:`_sample_latent`).
+
+    :class:`gpclass.SVGP`: the marginals of q(f*) (``SVGP.latent``).
     """
     X_test = _check_test_inputs(posterior, X_test)
+    if isinstance(posterior, SVGP):
+        return posterior.latent(X_test)
     if isinstance(posterior, SoftmaxPosterior):
         return _softmax_latent(posterior, X_test)
     if isinstance(posterior, SamplePosterior):
@@ -77,10 +82,9 @@ def _check_test_inputs(posterior, X_test):
     may end with an empty batch.
     """
     X_test = check_inputs(X_test, "X_test", allow_empty=True)
-    if X_test.shape[1] != posterior.X.shape[1]:
-        raise ValueError(
-            f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {posterior.X.shape[1]}."
-        )
+    d = (posterior.inducing if isinstance(posterior, SVGP) else posterior.X).shape[1]
+    if X_test.shape[1] != d:
+        raise ValueError(f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {d}.")
     return X_test
 
 

@@ -1,0 +1,134 @@
+"""Training an :class:`gpclass.SVGP` on minibatches streamed from host memory, with an optax optimiser."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ._compile import filter_jit
+from ._fit import parameter_transforms
+from ._status import Status
+from ._svgp import SVGP
+from ._types import Array, Float, Int
+
+
+class SVGPFit(eqx.Module):
+    """The fitted model, the minibatch ELBO estimate after every step, and how training ended.
+
+    ``elbo[i]`` is the estimate at the parameters before step i's update.
+    Training has no convergence test: ``status`` is ``Status.MAX_STEPS`` when
+    all ``num_steps`` steps ran with finite ELBO estimates, ``Status.FAILED``
+    when an estimate was not finite (training stops there and ``model`` holds
+    the parameters at which it was computed).  Judge convergence from ``elbo``.
+    """
+
+    model: SVGP
+    elbo: Float[Array, " num_steps"]
+    status: Int[Array, ""]
+
+
+def fit_svgp(
+    model: SVGP,
+    X,
+    y,
+    *,
+    key,
+    num_steps: int = 2000,
+    batch_size: int | None = None,
+    optimizer: optax.GradientTransformation | None = None,
+    fit_hyperparameters: bool = True,
+    fit_inducing: bool = True,
+    print_every: int | None = None,
+) -> SVGPFit:
+    """Maximise the (minibatch) ELBO of ``model`` over q(v), the inducing inputs and the log hyperparameters.
+
+    Args:
+        model: the starting point, e.g. ``gpc.SVGP.at_prior(kernel, likelihood, Z)``.
+        X, y: training inputs (n, d) and labels in {-1, +1} ({0, 1} and
+            booleans accepted), as NumPy arrays: each step copies one
+            minibatch to the device, so the data never need to fit there.
+        key: PRNG key for the minibatch order (a new permutation each epoch).
+        num_steps: optimiser steps.
+        batch_size: cases per step; ``None`` means all n (the exact ELBO).
+            Each epoch takes n // batch_size batches of a permutation.
+        optimizer: any optax optimiser; ``None`` means ``optax.adam(0.01)``.
+        fit_hyperparameters, fit_inducing: whether the kernel and likelihood
+            parameters (in log space, as :func:`gpclass.fit`) and Z are trained.
+        print_every: print the step and its ELBO estimate every so many steps.
+    """
+    X, y = _check_data(model, X, y)
+    n = len(y)
+    batch = n if batch_size is None else int(batch_size)
+    if not 1 <= batch <= n:
+        raise ValueError(f"batch_size must lie in 1..{n} (the number of cases); got {batch_size}.")
+    optimizer = _DEFAULT_OPTIMIZER if optimizer is None else optimizer
+    params, static = eqx.partition((model.kernel, model.likelihood), eqx.is_inexact_array)
+    to_free, _ = parameter_transforms(params, (model.kernel, model.likelihood))
+    trainable = dict(theta=to_free(params), inducing=model.inducing, q_mu=model.q_mu, q_sqrt=model.q_sqrt)
+    frozen = (("theta", not fit_hyperparameters), ("inducing", not fit_inducing))
+
+    def step(trainable, opt_state, X_batch, y_batch):
+        return _step(trainable, opt_state, X_batch, y_batch, n, static, optimizer, frozen, model.jitter)
+
+    opt_state = optimizer.init(trainable)
+    values, batches_per_epoch, status = [], n // batch, Status.MAX_STEPS
+    for i in range(num_steps):
+        epoch, position = divmod(i, batches_per_epoch)
+        if position == 0:
+            order = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), n))
+        rows = order[position * batch:(position + 1) * batch]
+        new, new_state, value = step(trainable, opt_state, X[rows], y[rows])
+        value = float(value)  # the ELBO estimate at the current parameters, before this step's update
+        values.append(value)
+        if not np.isfinite(value):
+            status = Status.FAILED
+            break
+        if print_every and (i + 1) % print_every == 0:
+            print(f"svgp step {i + 1:6d}: ELBO estimate {value: .6e}", flush=True)
+        trainable, opt_state = new, new_state
+    elbo = jnp.asarray(values, dtype=X.dtype)
+    return SVGPFit(_build(trainable, static, model.jitter), elbo, jnp.asarray(status, jnp.int32))
+
+
+_DEFAULT_OPTIMIZER = optax.adam(0.01)
+
+
+def _build(trainable, static, jitter) -> SVGP:
+    """The SVGP from the trained coordinates: log/logit hyperparameters (as ``gpc.fit``), Z, mu and S."""
+    _, from_free = parameter_transforms(trainable["theta"], eqx.combine(trainable["theta"], static))
+    kernel, likelihood = eqx.combine(from_free(trainable["theta"]), static)
+    return SVGP(kernel, likelihood, trainable["inducing"], trainable["q_mu"], trainable["q_sqrt"], jitter)
+
+
+@filter_jit
+def _step(trainable, opt_state, X_batch, y_batch, num_data, static, optimizer, frozen, jitter):
+    """One optimiser step on the negative minibatch ELBO; returns the new state and the ELBO before the step.
+
+    Compiled once per data shape, batch size and configuration (a module-level function: repeated fits reuse it).
+    """
+    value, grads = jax.value_and_grad(lambda t: -_build(t, static, jitter).elbo(X_batch, y_batch, num_data))(trainable)
+    for name, is_frozen in frozen:
+        if is_frozen:
+            grads[name] = jax.tree.map(jnp.zeros_like, grads[name])
+    updates, opt_state = optimizer.update(grads, opt_state, trainable)
+    return optax.apply_updates(trainable, updates), opt_state, -value
+
+
+def _check_data(model, X, y):
+    """Finite (n, d) inputs matching Z's width and labels in {-1, +1}, as NumPy arrays (checked on the host)."""
+    X = np.asarray(X, dtype=np.asarray(model.inducing).dtype)
+    y = np.asarray(y)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise ValueError(f"X must have shape (n, d) with n >= 1; got shape {X.shape}.")
+    if X.shape[1] != model.inducing.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} input dimensions but the inducing inputs have {model.inducing.shape[1]}.")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinite values.")
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}.")
+    if y.dtype == np.bool_:
+        y = np.where(y, 1.0, -1.0)
+    elif not np.all(np.isin(y, (-1, 0, 1))) or (np.any(y == 0) and np.any(y == -1)):
+        raise ValueError("binary labels must be in {-1, +1}, {0, 1} or booleans (not both 0 and -1).")
+    return X, np.where(y > 0, 1.0, -1.0).astype(X.dtype)
