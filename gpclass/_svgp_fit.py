@@ -14,7 +14,7 @@ from ._types import Array, Float, Int
 
 
 class SVGPFit(eqx.Module):
-    """The fitted model, the minibatch ELBO estimate after every step, and how training ended.
+    """The fitted model, the minibatch ELBO estimate of every step, and how training ended.
 
     ``elbo[i]`` is the estimate at the parameters before step i's update.
     Training has no convergence test: ``status`` is ``Status.MAX_STEPS`` when
@@ -108,10 +108,11 @@ def _step(trainable, opt_state, X_batch, y_batch, num_data, static, optimizer, f
     Compiled once per data shape, batch size and configuration (a module-level function: repeated fits reuse it).
     """
     value, grads = jax.value_and_grad(lambda t: -_build(t, static, jitter).elbo(X_batch, y_batch, num_data))(trainable)
-    for name, is_frozen in frozen:
-        if is_frozen:
-            grads[name] = jax.tree.map(jnp.zeros_like, grads[name])
+    frozen = [name for name, is_frozen in frozen if is_frozen]
+    grads = {name: jax.tree.map(jnp.zeros_like, g) if name in frozen else g for name, g in grads.items()}
     updates, opt_state = optimizer.update(grads, opt_state, trainable)
+    # Zero updates too: an optimiser with weight decay would move a part whose gradient is zero.
+    updates = {name: jax.tree.map(jnp.zeros_like, u) if name in frozen else u for name, u in updates.items()}
     return optax.apply_updates(trainable, updates), opt_state, -value
 
 

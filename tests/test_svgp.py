@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from conftest import central_difference, gram, standardised_subset, toy_data
 
@@ -93,6 +94,17 @@ def test_training_raises_the_elbo_and_stays_below_the_dense_kl_bound():
     dense = float(kl_posterior_moments(jnp.log(k.variance), jnp.log(k.lengthscale), X_train, y_train)[2])
     assert after <= dense + 1e-3
     assert float(gpc.metrics.error_rate(y_test, gpc.predict(fit.model, X_test))) < 0.2
+
+
+def test_frozen_parts_stay_fixed_and_the_rest_moves():
+    X, y = toy_data(n=30, seed=6)
+    start = random_model(X, 6, seed=2)
+    fit = gpc.fit_svgp(start, X, y, key=jax.random.key(1), num_steps=5, batch_size=10, fit_hyperparameters=False,
+                       fit_inducing=False, optimizer=optax.adamw(0.01, weight_decay=0.1))  # decay moves any free part
+    assert float(fit.model.kernel.variance) == float(start.kernel.variance)
+    assert float(fit.model.kernel.lengthscale) == float(start.kernel.lengthscale)
+    np.testing.assert_array_equal(fit.model.inducing, start.inducing)
+    assert not np.array_equal(fit.model.q_mu, start.q_mu) and fit.elbo.shape == (5,)
 
 
 def test_bad_input_is_a_clear_error():
