@@ -30,6 +30,7 @@ from ._inference import (
     infer,
 )
 from ._predict import predict, predict_latent
+from ._sharding import sharded_vmap
 from ._status import Status
 from ._svgp import SVGP
 from ._svgp_fit import SVGPFit, fit_svgp
@@ -73,5 +74,6 @@ __all__ = [
     "predict_latent",
     "priors",
     "samplers",
+    "sharded_vmap",
     "variational_bound",
 ]
