@@ -107,6 +107,15 @@ def test_frozen_parts_stay_fixed_and_the_rest_moves():
     assert not np.array_equal(fit.model.q_mu, start.q_mu) and fit.elbo.shape == (5,)
 
 
+def test_a_non_finite_elbo_stops_training_and_is_reported():
+    X, y = toy_data(n=30, seed=7)
+    fit = gpc.fit_svgp(random_model(X, 6, seed=3), X, y, key=jax.random.key(2), num_steps=40, batch_size=10,
+                       optimizer=optax.sgd(1e8))  # the parameters blow up
+    elbo = np.asarray(fit.elbo)
+    assert gpc.Status(int(fit.status)) == gpc.Status.FAILED
+    assert len(elbo) < 40 and not np.isfinite(elbo[-1]) and np.all(np.isfinite(elbo[:-1]))
+
+
 def test_bad_input_is_a_clear_error():
     X, y = toy_data(n=12, seed=5)
     model = gpc.SVGP.at_prior(gpc.kernels.SquaredExponential(1.0, 1.0), LOGISTIC, X[:4])
