@@ -58,6 +58,22 @@ def bayes_error(name, X, y):
     return float(np.mean(np.where(log_ratio > 0, 1.0, -1.0) != y))
 
 
+def scaling_in_m(args):
+    """Time per optimiser step against the number of inducing inputs m (twonorm, n = 10^4, batches of --batch)."""
+    X, y = twonorm(10_000, np.random.default_rng(0))
+    rows = []
+    for m in args.scaling_m:
+        kernel = gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(np.sqrt(D)))
+        start = gpc.SVGP.at_prior(kernel, gpc.likelihoods.Logistic(), X[:m])
+        gpc.fit_svgp(start, X, y, key=jax.random.key(1), num_steps=1, batch_size=args.batch)  # compile
+        t0 = time.perf_counter()
+        gpc.fit_svgp(start, X, y, key=jax.random.key(1), num_steps=50, batch_size=args.batch)
+        step_ms = 1e3 * (time.perf_counter() - t0) / 50
+        rows.append(dict(m=m, batch=args.batch, step_ms=step_ms))
+        print(f"m = {m:5d}, batch {args.batch}: {step_ms:.2f} ms per step", flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
@@ -66,9 +82,13 @@ def main():
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--sklearn-n", type=int, default=2000)
+    parser.add_argument("--scaling-m", type=int, nargs="*", default=[],
+                        help="instead: time per step of batch --batch for these m (twonorm, n = 10^4)")
     parser.add_argument("--out", default="svgp_twonorm_ringnorm")
     args = parser.parse_args()
     info = machine_header("SVGP on twonorm and ringnorm", args)
+    if args.scaling_m:
+        return write_results(args.out, info, scaling_in_m(args))
     generators = dict(twonorm=twonorm, ringnorm=ringnorm)
     results = {}
     for name in args.datasets:
