@@ -15,7 +15,8 @@ class probabilities):
 gpclass: ``gpc.SVGP`` with m inducing inputs started at a random subset of the
 training inputs (``--m``), SE kernel (sigma_f = 1, l = sqrt(20)), logistic
 likelihood, ``gpc.fit_svgp`` with Adam (learning rate 0.01) on minibatches
-(``--batch``) for ``--epochs`` epochs; hyperparameters, Z and q(v) trained.
+(``--batch``) for ``--epochs`` epochs; hyperparameters, Z and q(v) trained
+(with ``--natural-step g``, q(v) by natural-gradient steps of size g instead).
 Reference: scikit-learn's ``GaussianProcessClassifier`` (dense Laplace,
 O(n^3)) on the first ``--sklearn-n`` training cases.  Test sets have 10,000
 cases.  Peak memory is the process's maximum resident set size.
@@ -82,6 +83,8 @@ def main():
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--sklearn-n", type=int, default=2000)
+    parser.add_argument("--natural-step", type=float, default=None,
+                        help="natural-gradient steps of this size for q(v); Adam for the rest")
     parser.add_argument("--scaling-m", type=int, nargs="*", default=[],
                         help="instead: time per step of batch --batch for these m (twonorm, n = 10^4)")
     parser.add_argument("--out", default="svgp_twonorm_ringnorm")
@@ -101,11 +104,11 @@ def main():
             start = gpc.SVGP.at_prior(kernel, gpc.likelihoods.Logistic(), X[rng.permutation(n)[: args.m]])
             steps_per_epoch = n // args.batch
             t0 = time.perf_counter()
-            gpc.fit_svgp(start, X, y, key=jax.random.key(1), num_steps=1, batch_size=args.batch)  # compile
+            options = dict(batch_size=args.batch, natural_gradient_step=args.natural_step)
+            gpc.fit_svgp(start, X, y, key=jax.random.key(1), num_steps=1, **options)  # compile
             compile_s = time.perf_counter() - t0
             t0 = time.perf_counter()
-            fit = gpc.fit_svgp(start, X, y, key=jax.random.key(1), num_steps=args.epochs * steps_per_epoch,
-                               batch_size=args.batch)
+            fit = gpc.fit_svgp(start, X, y, key=jax.random.key(1), num_steps=args.epochs * steps_per_epoch, **options)
             fit_s = time.perf_counter() - t0
             error = float(gpc.metrics.error_rate(y_test, gpc.predict(fit.model, X_test)))
             row = dict(n=n, m=args.m, batch=args.batch, epochs=args.epochs, error=error, bayes_error=bayes,

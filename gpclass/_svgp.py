@@ -16,6 +16,7 @@ the one of ``gpc.KL()``.
 """
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from . import _dense as dense
@@ -97,3 +98,41 @@ class SVGP(eqx.Module):
         mean, var = self.latent(X)
         scale = 1.0 if num_data is None else num_data / y.shape[0]
         return scale * jnp.sum(self.likelihood.expected_log_prob(y, mean, var)) - self.kl()
+
+
+def natural_gradient_step(model: SVGP, X, y, num_data, step: float) -> SVGP:
+    """q(v) after one natural-gradient step of the minibatch ELBO (Salimbeni, Eleftheriadis & Hensman 2018).
+
+    With natural parameters theta = (Sigma^-1 mu, -1/2 Sigma^-1) and
+    expectation parameters eta = (mu, Sigma + mu mu^T), the natural gradient
+    in theta is the ordinary gradient in eta; for the whitened prior
+    N(0, I) (theta_0 = (0, -1/2 I)) the step is
+
+        theta <- (1 - step) theta + step (theta_0 + d E / d eta),
+
+    E the (scaled) expected log-likelihood.  For a log-concave likelihood
+    d E / d Sigma is negative semi-definite, so for step in (0, 1] the new
+    -2 theta_2 stays positive definite.  step = 1 jumps to the fixed point of
+    the current linearisation (the conjugate-computation update of Khan & Lin).
+    """
+    A = model._projection(X)
+    prior_var = model.kernel.diag(X) - jnp.sum(A**2, axis=0)
+    scale = 1.0 if num_data is None else num_data / y.shape[0]
+    S = jnp.tril(model.q_sqrt)
+    mu, Sigma = model.q_mu, S @ S.T
+
+    def expected(eta1, eta2):
+        var = prior_var + jnp.sum(A * ((eta2 - jnp.outer(eta1, eta1)) @ A), axis=0)
+        return scale * jnp.sum(model.likelihood.expected_log_prob(y, A.T @ eta1, var))
+
+    g1, g2 = jax.grad(expected, argnums=(0, 1))(mu, Sigma + jnp.outer(mu, mu))
+    g2 = 0.5 * (g2 + g2.T)
+    m = mu.shape[0]
+    identity = jnp.eye(m, dtype=mu.dtype)
+    precision = dense.cho_solve(S, identity)  # Sigma^-1 = S^-T S^-1
+    new_precision = (1.0 - step) * precision + step * (identity - 2.0 * g2)
+    new_theta1 = (1.0 - step) * precision @ mu + step * g1
+    L = dense.cholesky(0.5 * (new_precision + new_precision.T))
+    new_Sigma = dense.cho_solve(L, identity)
+    new_mu = new_Sigma @ new_theta1
+    return eqx.tree_at(lambda mdl: (mdl.q_mu, mdl.q_sqrt), model, (new_mu, dense.cholesky(0.5 * (new_Sigma + new_Sigma.T))))

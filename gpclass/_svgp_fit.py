@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from . import _svgp
 from ._compile import filter_jit
 from ._fit import parameter_transforms
 from ._status import Status
@@ -39,6 +40,7 @@ def fit_svgp(
     optimizer: optax.GradientTransformation | None = None,
     fit_hyperparameters: bool = True,
     fit_inducing: bool = True,
+    natural_gradient_step: float | None = None,
     print_every: int | None = None,
 ) -> SVGPFit:
     """Maximise the (minibatch) ELBO of ``model`` over q(v), the inducing inputs and the log hyperparameters.
@@ -55,6 +57,10 @@ def fit_svgp(
         optimizer: any optax optimiser; ``None`` means ``optax.adam(0.01)``.
         fit_hyperparameters, fit_inducing: whether the kernel and likelihood
             parameters (in log space, as :func:`gpclass.fit`) and Z are trained.
+        natural_gradient_step: ``None``: q(v) is trained by ``optimizer`` with
+            the rest.  A step size in (0, 1]: q(v) takes natural-gradient steps
+            of that size on each minibatch (``_svgp.natural_gradient_step``, a
+            log-concave likelihood), and ``optimizer`` trains the rest.
         print_every: print the step and its ELBO estimate every so many steps.
     """
     X, y = _check_data(model, X, y)
@@ -66,10 +72,16 @@ def fit_svgp(
     params, static = eqx.partition((model.kernel, model.likelihood), eqx.is_inexact_array)
     to_free, _ = parameter_transforms(params, (model.kernel, model.likelihood))
     trainable = dict(theta=to_free(params), inducing=model.inducing, q_mu=model.q_mu, q_sqrt=model.q_sqrt)
-    frozen = (("theta", not fit_hyperparameters), ("inducing", not fit_inducing))
+    natural = natural_gradient_step is not None
+    if natural and not 0.0 < natural_gradient_step <= 1.0:
+        raise ValueError(f"natural_gradient_step must lie in (0, 1]; got {natural_gradient_step}.")
+    if natural and not model.likelihood.log_concave:
+        raise ValueError("natural-gradient steps need a log-concave likelihood (the new covariance could be indefinite).")
+    frozen = (("theta", not fit_hyperparameters), ("inducing", not fit_inducing), ("q_mu", natural), ("q_sqrt", natural))
 
     def step(trainable, opt_state, X_batch, y_batch):
-        return _step(trainable, opt_state, X_batch, y_batch, n, static, optimizer, frozen, model.jitter)
+        return _step(trainable, opt_state, X_batch, y_batch, n, static, optimizer, frozen, model.jitter,
+                     natural_gradient_step)
 
     opt_state = optimizer.init(trainable)
     values, batches_per_epoch, status = [], n // batch, Status.MAX_STEPS
@@ -102,7 +114,7 @@ def _build(trainable, static, jitter) -> SVGP:
 
 
 @filter_jit
-def _step(trainable, opt_state, X_batch, y_batch, num_data, static, optimizer, frozen, jitter):
+def _step(trainable, opt_state, X_batch, y_batch, num_data, static, optimizer, frozen, jitter, natural_step):
     """One optimiser step on the negative minibatch ELBO; returns the new state and the ELBO before the step.
 
     Compiled once per data shape, batch size and configuration (a module-level function: repeated fits reuse it).
@@ -113,7 +125,11 @@ def _step(trainable, opt_state, X_batch, y_batch, num_data, static, optimizer, f
     updates, opt_state = optimizer.update(grads, opt_state, trainable)
     # Zero updates too: an optimiser with weight decay would move a part whose gradient is zero.
     updates = {name: jax.tree.map(jnp.zeros_like, u) if name in frozen else u for name, u in updates.items()}
-    return optax.apply_updates(trainable, updates), opt_state, -value
+    new = optax.apply_updates(trainable, updates)
+    if natural_step is not None:
+        q = _svgp.natural_gradient_step(_build(trainable, static, jitter), X_batch, y_batch, num_data, natural_step)
+        new = {**new, "q_mu": q.q_mu, "q_sqrt": q.q_sqrt}
+    return new, opt_state, -value
 
 
 def _check_data(model, X, y):

@@ -47,6 +47,21 @@ def test_with_z_equal_x_the_elbo_at_the_kl_optimum_is_the_kl_methods_and_station
     np.testing.assert_allclose(var_svgp, np.diag(Sigma), atol=1e-9)
 
 
+def test_natural_gradient_steps_reach_the_kl_methods_optimum():
+    """At Z = X with the hyperparameters and Z frozen, natural-gradient steps on q(v) (full batch) converge to
+    the dense KL method's maximised ELBO."""
+    X, y = toy_data(n=25, seed=3)
+    log_variance, log_lengthscale = np.log(2.0), np.log(1.2)
+    kl_elbo = float(kl_posterior_moments(log_variance, log_lengthscale, X, y)[2])
+    kernel = gpc.kernels.SquaredExponential(np.exp(log_variance), np.exp(log_lengthscale))
+    start = gpc.SVGP.at_prior(kernel, LOGISTIC, X, jitter=0.0)
+    fit = gpc.fit_svgp(start, X, y, key=jax.random.key(0), num_steps=30, natural_gradient_step=1.0,
+                       fit_hyperparameters=False, fit_inducing=False)
+    elbo = np.asarray(fit.elbo)
+    assert np.all(np.diff(elbo) > -1e-9)  # on this problem every step raised the ELBO
+    np.testing.assert_allclose(float(elbo_and_grad(fit.model, X, y)[0]), kl_elbo, rtol=1e-9)
+
+
 def random_model(X, m, seed):
     rng = np.random.default_rng(seed)
     kernel = gpc.kernels.SquaredExponential(np.float64(1.5), np.float64(0.9))
