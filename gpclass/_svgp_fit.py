@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import _svgp
 from ._compile import filter_jit
@@ -41,6 +42,7 @@ def fit_svgp(
     fit_hyperparameters: bool = True,
     fit_inducing: bool = True,
     natural_gradient_step: float | None = None,
+    devices=None,
     print_every: int | None = None,
 ) -> SVGPFit:
     """Maximise the (minibatch) ELBO of ``model`` over q(v), the inducing inputs and the log hyperparameters.
@@ -61,6 +63,11 @@ def fit_svgp(
             the rest.  A step size in (0, 1]: q(v) takes natural-gradient steps
             of that size on each minibatch (``_svgp.natural_gradient_step``, a
             log-concave likelihood), and ``optimizer`` trains the rest.
+        devices: ``None``: one device.  A sequence of devices: each minibatch
+            is split over them along its cases (``batch_size`` must be a
+            multiple of their number) and the parameters are replicated; the
+            compiled step then sums the ELBO's data term across devices (data
+            parallelism, one all-reduce per step).
         print_every: print the step and its ELBO estimate every so many steps.
     """
     X, y = _check_data(model, X, y)
@@ -84,13 +91,21 @@ def fit_svgp(
                      natural_gradient_step)
 
     opt_state = optimizer.init(trainable)
+    place = lambda a: a  # noqa: E731
+    if devices is not None:
+        devices = list(devices)
+        if batch % len(devices):
+            raise ValueError(f"batch_size ({batch}) must be a multiple of the number of devices ({len(devices)}).")
+        mesh = Mesh(np.asarray(devices), ("cases",))
+        trainable, opt_state = jax.device_put((trainable, opt_state), NamedSharding(mesh, PartitionSpec()))
+        place = lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec("cases")))  # noqa: E731
     values, batches_per_epoch, status = [], n // batch, Status.MAX_STEPS
     for i in range(num_steps):
         epoch, position = divmod(i, batches_per_epoch)
         if position == 0:
             order = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), n))
         rows = order[position * batch:(position + 1) * batch]
-        new, new_state, value = step(trainable, opt_state, X[rows], y[rows])
+        new, new_state, value = step(trainable, opt_state, place(X[rows]), place(y[rows]))
         value = float(value)  # the ELBO estimate at the current parameters, before this step's update
         values.append(value)
         if not np.isfinite(value):

@@ -71,3 +71,30 @@ def test_four_simulated_devices_equal_vmap():
     devices, used, shape, value_diff, grad_diff = int(out[0]), int(out[1]), out[2], float(out[3]), float(out[4])
     assert devices == 4 and used == 4 and shape == "(6,)"
     assert value_diff < 1e-10 and grad_diff < 1e-10
+
+
+SVGP_CHILD = textwrap.dedent(
+    """
+    import sys
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import gpclass as gpc
+    from conftest import toy_data
+    X, y = toy_data(n=32, seed=8)
+    model = gpc.SVGP.at_prior(gpc.kernels.SquaredExponential(1.0, 1.0), gpc.likelihoods.Logistic(), X[:6])
+    run = lambda devices: gpc.fit_svgp(model, X, y, key=jax.random.key(0), num_steps=8, batch_size=8, devices=devices)
+    one, four = run(None), run(jax.devices())
+    print(len(jax.devices()), float(np.max(np.abs(one.elbo - four.elbo))),
+          float(np.max(np.abs(one.model.q_sqrt - four.model.q_sqrt))), float(np.max(np.abs(one.model.inducing - four.model.inducing))))
+    """
+)
+
+
+def test_svgp_minibatches_split_over_four_simulated_devices_train_as_on_one():
+    env = {**__import__("os").environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    out = subprocess.run([sys.executable, "-c", SVGP_CHILD, str(__import__("pathlib").Path(__file__).parent)], env=env,
+                         capture_output=True, text=True, check=True, timeout=240).stdout.split()
+    assert int(out[0]) == 4
+    assert max(float(v) for v in out[1:]) < 1e-10
