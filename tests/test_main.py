@@ -25,7 +25,3 @@ def test_main_job_prints_fit_and_held_out_metrics_and_reuses_compiled_programs(t
     results = lambda out: [line for line in out.splitlines() if line.startswith(("fitted", "log marginal", "test"))]
     assert results(second) == results(first)
 
-
-def test_main_job_without_cache(tmp_path):
-    out = run_main("--no-cache")
-    assert "compilation cache" not in out and "loaded from the cache" not in out and "test error" in out
