@@ -134,5 +134,5 @@ def natural_gradient_step(model: SVGP, X, y, num_data, step: float) -> SVGP:
     new_theta1 = (1.0 - step) * precision @ mu + step * g1
     L = dense.cholesky(0.5 * (new_precision + new_precision.T))
     new_Sigma = dense.cho_solve(L, identity)
-    new_mu = new_Sigma @ new_theta1
-    return eqx.tree_at(lambda mdl: (mdl.q_mu, mdl.q_sqrt), model, (new_mu, dense.cholesky(0.5 * (new_Sigma + new_Sigma.T))))
+    new_sqrt = dense.cholesky(0.5 * (new_Sigma + new_Sigma.T))
+    return eqx.tree_at(lambda mdl: (mdl.q_mu, mdl.q_sqrt), model, (new_Sigma @ new_theta1, new_sqrt))

@@ -83,8 +83,12 @@ def fit_svgp(
     if natural and not 0.0 < natural_gradient_step <= 1.0:
         raise ValueError(f"natural_gradient_step must lie in (0, 1]; got {natural_gradient_step}.")
     if natural and not model.likelihood.log_concave:
-        raise ValueError("natural-gradient steps need a log-concave likelihood (the new covariance could be indefinite).")
-    frozen = (("theta", not fit_hyperparameters), ("inducing", not fit_inducing), ("q_mu", natural), ("q_sqrt", natural))
+        raise ValueError(
+            "natural-gradient steps need a log-concave likelihood (the new covariance could be indefinite)."
+        )
+    frozen = (
+        ("theta", not fit_hyperparameters), ("inducing", not fit_inducing), ("q_mu", natural), ("q_sqrt", natural)
+    )
 
     def step(trainable, opt_state, X_batch, y_batch):
         return _step(trainable, opt_state, X_batch, y_batch, n, static, optimizer, frozen, model.jitter,
