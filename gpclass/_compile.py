@@ -100,19 +100,20 @@ def filter_jit(fun):
     return _Deferred(lambda options: eqx.filter_jit(fun, compiler_options=options or None), fun)
 
 
-def enable_compilation_cache(directory=None, *, min_compile_seconds: float = 0.1) -> pathlib.Path:
+def enable_compilation_cache(directory=None) -> pathlib.Path:
     """Keep compiled programs on disk and reuse them in later processes (JAX's persistent compilation cache).
 
     A new process then loads a program it compiled before instead of compiling
     it again: the compile-dominated first call of ``gpc.fit`` or ``gpc.infer``
     becomes mostly tracing (``benchmarks/first_fit.py``).  This is JAX's own
-    cache, configured for the whole process on request (gpclass sets no
-    configuration by itself): it sets ``jax_compilation_cache_dir`` and
-    ``jax_persistent_cache_min_compile_time_secs`` and resets JAX's record of
-    whether a cache is in use, so it takes effect even after earlier
-    compilations.  Setting the environment variable
-    ``JAX_COMPILATION_CACHE_DIR`` before starting Python does the same, with
-    JAX's default threshold of 1 s.
+    cache, turned on for the process on request through JAX's documented
+    ``set_cache_dir`` (gpclass sets no configuration by itself); it also
+    resets JAX's record of whether a cache is in use, so it takes effect even
+    after earlier compilations.  JAX stores programs that took at least
+    ``jax_persistent_cache_min_compile_time_secs`` (default 1 s) to compile;
+    set that option yourself to store faster ones.  Setting the environment
+    variable ``JAX_COMPILATION_CACHE_DIR`` before starting Python does the
+    same as this call.
 
     Only programs without host callbacks can be stored.  gpclass's entry
     points called directly (not inside your own ``jax.jit``) compile without
@@ -122,7 +123,6 @@ def enable_compilation_cache(directory=None, *, min_compile_seconds: float = 0.1
         directory: where to keep the programs; ``None`` means
             ``$XDG_CACHE_HOME/gpclass/xla`` (``~/.cache/gpclass/xla``).
             Treat it as trusted: JAX runs what it loads from there.
-        min_compile_seconds: programs that compiled faster are not stored.
 
     Returns:
         The cache directory (created if missing).
@@ -133,7 +133,6 @@ def enable_compilation_cache(directory=None, *, min_compile_seconds: float = 0.1
         directory = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "gpclass" / "xla"
     directory = pathlib.Path(directory).expanduser().resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
     compilation_cache.set_cache_dir(str(directory))
     compilation_cache.reset_cache()
     return directory

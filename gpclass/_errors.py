@@ -51,14 +51,20 @@ class _Returned(NamedTuple):
 _RETURNED: contextvars.ContextVar[_Returned | None] = contextvars.ContextVar("gpclass_returned_checks", default=None)
 
 
+def _returning_here() -> _Returned | None:
+    """The checks being returned, if an entry point that returns them is tracing at this very level."""
+    returned = _RETURNED.get()
+    return returned if returned is not None and _current_trace() is returned.trace else None
+
+
 def branched_error_if(x, pred, index, messages):
     """``x``, with an error ``messages[index]`` raised if ``pred`` (a scalar) is true (``eqx.branched_error_if``).
 
     At the top level of an entry point's own trace the check is returned by
     the entry point and raised in Python instead (see the module docstring).
     """
-    returned = _RETURNED.get()
-    if returned is not None and _current_trace() is returned.trace:
+    returned = _returning_here()
+    if returned is not None:
         returned.codes.append(jnp.where(pred, index, -1).astype(jnp.int32))
         returned.messages.append(tuple(messages))
         return x
@@ -91,8 +97,7 @@ def entry_point(fun):
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        returned = _RETURNED.get()
-        if returned is not None and _current_trace() is returned.trace:
+        if _returning_here() is not None:
             return fun(*args, **kwargs)  # called by an entry point that returns its checks: these are returned too
         if not top_level():
             return inside(*args, **kwargs)

@@ -77,7 +77,9 @@ class SVGP(eqx.Module):
 
     def latent(self, X: Float[Array, "b d"]) -> tuple[Float[Array, " b"], Float[Array, " b"]]:
         """Mean and variance of q(f_x) (the module docstring's marginals)."""
-        A = self._projection(X)
+        return self._marginals(self._projection(X), X)
+
+    def _marginals(self, A, X):
         SA = jnp.tril(self.q_sqrt).T @ A
         var = self.kernel.diag(X) - jnp.sum(A**2, axis=0) + jnp.sum(SA**2, axis=0)
         return A.T @ self.q_mu, var
@@ -95,12 +97,20 @@ class SVGP(eqx.Module):
         ``y`` in {-1, +1}; the data term is scaled by num_data / b, so the
         average over the batches of any partition of the data is the ELBO.
         """
-        mean, var = self.latent(X)
-        scale = 1.0 if num_data is None else num_data / y.shape[0]
-        return scale * jnp.sum(self.likelihood.expected_log_prob(y, mean, var)) - self.kl()
+        return self._elbo_from_projection(self._projection(X), X, y, num_data)
+
+    def _elbo_from_projection(self, A, X, y, num_data=None) -> Float[Array, ""]:
+        """:meth:`elbo` with A = L^-1 K_zx given (``fit_svgp`` passes it on to the natural-gradient step)."""
+        mean, var = self._marginals(A, X)
+        return _scale(num_data, y) * jnp.sum(self.likelihood.expected_log_prob(y, mean, var)) - self.kl()
 
 
-def natural_gradient_step(model: SVGP, X, y, num_data, step: float) -> SVGP:
+def _scale(num_data, y) -> float:
+    """num_data / b: the factor that makes a minibatch's data term an unbiased estimate of the whole data's."""
+    return 1.0 if num_data is None else num_data / y.shape[0]
+
+
+def natural_gradient_step(model: SVGP, A, X, y, num_data, step: float) -> SVGP:
     """q(v) after one natural-gradient step of the minibatch ELBO (Salimbeni, Eleftheriadis & Hensman 2018).
 
     With natural parameters theta = (Sigma^-1 mu, -1/2 Sigma^-1) and
@@ -114,10 +124,10 @@ def natural_gradient_step(model: SVGP, X, y, num_data, step: float) -> SVGP:
     d E / d Sigma is negative semi-definite, so for step in (0, 1] the new
     -2 theta_2 stays positive definite.  step = 1 jumps to the fixed point of
     the current linearisation (the conjugate-computation update of Khan & Lin).
+    A = L^-1 K_zx at the model's hyperparameters and Z (``SVGP._projection``).
     """
-    A = model._projection(X)
     prior_var = model.kernel.diag(X) - jnp.sum(A**2, axis=0)
-    scale = 1.0 if num_data is None else num_data / y.shape[0]
+    scale = _scale(num_data, y)
     S = jnp.tril(model.q_sqrt)
     mu, Sigma = model.q_mu, S @ S.T
 

@@ -138,7 +138,12 @@ def _step(trainable, opt_state, X_batch, y_batch, num_data, static, optimizer, f
 
     Compiled once per data shape, batch size and configuration (a module-level function: repeated fits reuse it).
     """
-    value, grads = jax.value_and_grad(lambda t: -_build(t, static, jitter).elbo(X_batch, y_batch, num_data))(trainable)
+    def loss(t):
+        model = _build(t, static, jitter)
+        A = model._projection(X_batch)
+        return -model._elbo_from_projection(A, X_batch, y_batch, num_data), A
+
+    (value, A), grads = jax.value_and_grad(loss, has_aux=True)(trainable)
     frozen = [name for name, is_frozen in frozen if is_frozen]
     grads = {name: jax.tree.map(jnp.zeros_like, g) if name in frozen else g for name, g in grads.items()}
     updates, opt_state = optimizer.update(grads, opt_state, trainable)
@@ -146,7 +151,8 @@ def _step(trainable, opt_state, X_batch, y_batch, num_data, static, optimizer, f
     updates = {name: jax.tree.map(jnp.zeros_like, u) if name in frozen else u for name, u in updates.items()}
     new = optax.apply_updates(trainable, updates)
     if natural_step is not None:
-        q = _svgp.natural_gradient_step(_build(trainable, static, jitter), X_batch, y_batch, num_data, natural_step)
+        # The same A as the ELBO's: one factorisation of K_zz per step.
+        q = _svgp.natural_gradient_step(_build(trainable, static, jitter), A, X_batch, y_batch, num_data, natural_step)
         new = {**new, "q_mu": q.q_mu, "q_sqrt": q.q_sqrt}
     return new, opt_state, -value
 
