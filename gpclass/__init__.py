@@ -27,10 +27,12 @@ from ._inference import (
     SamplerInfo,
     SoftmaxPosterior,
     SolverInfo,
+    SparsePosterior,
     infer,
 )
 from ._predict import predict, predict_latent
 from ._sharding import sharded_vmap
+from ._sparse import Sparse
 from ._status import Status
 from ._svgp import SVGP
 from ._svgp_fit import SVGPFit, fit_svgp
@@ -55,6 +57,8 @@ __all__ = [
     "SVGP",
     "SVGPFit",
     "SoftmaxPosterior",
+    "Sparse",
+    "SparsePosterior",
     "SolverInfo",
     "Status",
     "compiler_options",

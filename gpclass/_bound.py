@@ -68,6 +68,8 @@ def variational_bound(
     K_q the posterior's own Gram matrix: the kernel must give non-singular
     Gram matrices (add a ``White`` term if it does not), or F is -inf/NaN.
     """
+    if not isinstance(posterior, GaussianPosterior):
+        raise ValueError(f"variational_bound needs a dense GaussianPosterior; got {type(posterior).__name__}.")
     kernel = posterior.kernel if kernel is None else kernel
     likelihood = posterior.likelihood if likelihood is None else likelihood
     X = posterior.X

@@ -1,21 +1,23 @@
 """A box [lo, hi] on every free coordinate: bounds, projections and the active set.
 
 Free coordinates are log hyperparameters (or log-odds), one vector (``gpc.fit``
-ravels them); ``lo`` and ``hi`` are Python floats, +-inf without a box.  A
+ravels them); ``lo`` and ``hi`` are Python floats or numpy arrays of one bound
+per coordinate, +-inf where a coordinate has no box (no ``bounds``, or an
+unconstrained parameter such as an inducing input).  A
 coordinate at a bound whose descent direction (-gradient) leaves the box is
 *active*: held fixed, its gradient component zeroed (the projected gradient).
 """
 
-import math
-
 import jax.numpy as jnp
+import numpy as np
 
 
 def tolerance(z, lo, hi):
     """A few rounding errors of a free coordinate near the bounds (zero without bounds)."""
-    if not math.isfinite(lo):
-        return 0.0
-    return 8 * float(jnp.finfo(z.dtype).eps) * (1.0 + max(abs(lo), abs(hi)))
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    bounded = np.isfinite(lo) & np.isfinite(hi)
+    scale = np.where(bounded, np.maximum(np.abs(np.where(bounded, lo, 0)), np.abs(np.where(bounded, hi, 0))), 0)
+    return np.where(bounded, 8 * float(jnp.finfo(z.dtype).eps) * (1.0 + scale), 0.0).astype(z.dtype)
 
 
 def snap(z, lo, hi):

@@ -109,6 +109,9 @@ def fit_em_ep(
     """
     if not isinstance(method, EP):
         raise ValueError(f"fit_em_ep: the E-step is expectation propagation (gpc.EP(...)); got {type(method).__name__}.")
+    if not isinstance(kernel, AbstractKernel):
+        raise ValueError(f"fit_em_ep needs a kernel (its M-step uses the dense Gram matrix); got {type(kernel).__name__}"
+                         " (a sparse prior is not supported by EM-EP yet).")
     checks = Checks()
     X = check_inputs(X, checks=checks)
     X, y = checks.attach((X, check_binary_labels(y, X.shape[0], X.dtype, checks)))

@@ -46,6 +46,7 @@ import equinox as eqx
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax import lax
 
@@ -53,8 +54,9 @@ from . import _box as box
 from ._box_lbfgs import BoxLBFGS
 from ._errors import entry_point
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
-from ._inference._infer import solve
+from ._inference._infer import prior_covariance, solve
 from ._iterate import tolerance
+from ._sparse import Sparse
 from ._status import Status, raise_unless_successful, successful
 from ._types import Array, Float, Int
 from ._validation import Checks, check_inputs, check_two_classes
@@ -168,13 +170,15 @@ def fit(
     gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
     if ftol is None:
         ftol = 4 * float(jnp.finfo(dtype).eps)
-    lo, hi = (-math.inf, math.inf) if bounds is None else _log_bounds(bounds)
     params, static = eqx.partition((kernel, likelihood), eqx.is_inexact_array)
     if not jax.tree.leaves(params):
         raise ValueError("fit: the kernel and likelihood have no floating-point parameters to fit.")
+    if isinstance(kernel, Sparse):
+        kernel.check_inputs(X)
     to_free, from_free = parameter_transforms(params, (kernel, likelihood))
     # The free coordinates as one vector: the optimiser's arithmetic is then a few vector operations.
     z0, unravel = jax.flatten_util.ravel_pytree(to_free(params, checks))
+    lo, hi = _box(params, (kernel, likelihood), bounds, z0.dtype)
     checks.fail_if(
         box.outside(z0, lo, hi),
         f"fit: a starting hyperparameter lies outside bounds={bounds}; start inside or widen the bounds.",
@@ -189,7 +193,7 @@ def fit(
         # -inf (an infeasible point the line search backs off from), not an exception, and the solution's
         # status says so.  The loop carries the solution (the fields computed from K), not the posterior.
         kernel, likelihood = build(z)
-        solution = solve(method, kernel.gram(X), likelihood, y, init if warm_start_inner else None, key)
+        solution = solve(method, prior_covariance(kernel, X), likelihood, y, init if warm_start_inner else None, key)
         value = solution.log_marginal
         if log_prior is not None:
             value = value + log_prior(kernel, likelihood)
@@ -345,6 +349,15 @@ def _print_step(step, objective, grad_norm, progress):
     )
 
 
+def _box(params, tree, bounds, dtype):
+    """Per free coordinate: [log lower, log upper] for hyperparameters (+-inf without ``bounds``), +-inf for
+    unconstrained parameters (inducing inputs), as numpy arrays of the coordinates' dtype."""
+    lo, hi = (-math.inf, math.inf) if bounds is None else _log_bounds(bounds)
+    sizes = [leaf.size for leaf in jax.tree.leaves(params)]
+    free = np.repeat(unconstrained_leaves(params, tree), sizes)
+    return np.where(free, -np.inf, lo).astype(dtype), np.where(free, np.inf, hi).astype(dtype)
+
+
 def _log_bounds(bounds):
     lower, upper = bounds
     if not (0.0 < lower < upper < math.inf):
@@ -352,45 +365,77 @@ def _log_bounds(bounds):
     return math.log(lower), math.log(upper)
 
 
+def _declared(tree, params, attribute):
+    """For each array leaf of ``params``, what its module declares for it in ``attribute`` (a dict of
+    field -> value, or a tuple of field names, meaning True), or None.
+
+    Matched by position in the tree (the path of each field), never by object identity: one array passed as
+    two parameters (a kernel variance and a flip rate) gets each its own transform.
+    """
+
+    def declares(x):
+        return isinstance(x, eqx.Module) and hasattr(x, attribute)
+
+    found = {}
+    for path, node in jax.tree_util.tree_flatten_with_path(tree, is_leaf=declares)[0]:
+        if declares(node):
+            values = getattr(node, attribute)
+            items = values.items() if isinstance(values, dict) else ((name, True) for name in values)
+            for name, value in items:
+                found[(*path, jax.tree_util.GetAttrKey(name))] = value
+    paths_and_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
+    # A declared field may hold a pytree of arrays: match every leaf below it.
+    def lookup(path):
+        for k in range(len(path), 0, -1):
+            if tuple(path[:k]) in found:
+                return found[tuple(path[:k])]
+        return None
+
+    return [lookup(path) for path, _ in paths_and_leaves], treedef
+
+
+def unconstrained_leaves(params, tree) -> list[bool]:
+    """Which array leaves are declared ``unconstrained`` (e.g. ``gpc.Sparse``'s inducing inputs): real numbers
+    that ``gpc.fit`` optimises on their own scale, outside the box of the log hyperparameters."""
+    return [u is not None for u in _declared(tree, params, "unconstrained")[0]]
+
+
 def parameter_transforms(params, tree):
     """Maps between hyperparameters and unconstrained coordinates, leaf by leaf.
 
     A parameter in (0, inf) maps to log theta; one with a declared upper
     bound u (``upper_bounds = {"field": u}`` on its module, e.g.
-    ``LabelNoise.epsilon < 1/2``) maps to logit(theta / u).  ``params`` is the
-    array part of ``tree``; out-of-range values raise (inside jit too): ``to_free``
-    adds that check to ``checks`` if given, else attaches it to its result.
+    ``LabelNoise.epsilon < 1/2``) maps to logit(theta / u); one declared
+    ``unconstrained = ("field",)`` (inducing inputs) maps to itself.
+    ``params`` is the array part of ``tree``; out-of-range values raise (inside
+    jit too): ``to_free`` adds that check to ``checks`` if given, else attaches
+    it to its result.
     """
-    # Bounds are matched by position in the tree (the path of each field), never by object identity: one
-    # array passed as two parameters (a kernel variance and a flip rate) gets each its own transform.
-    def has_bounds(x):
-        return isinstance(x, eqx.Module) and hasattr(x, "upper_bounds")
-
-    bounded = {}
-    for path, node in jax.tree_util.tree_flatten_with_path(tree, is_leaf=has_bounds)[0]:
-        if has_bounds(node):
-            for name, bound in node.upper_bounds.items():
-                bounded[(*path, jax.tree_util.GetAttrKey(name))] = bound
-    paths_and_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
-    bounds = [bounded.get(tuple(path)) for path, _ in paths_and_leaves]
+    bounds, treedef = _declared(tree, params, "upper_bounds")
+    free = unconstrained_leaves(params, tree)
 
     def to_free(params, checks=None):
         own = checks is None
         checks = Checks() if own else checks
         out = []
-        for p, u in zip(jax.tree.leaves(params), bounds):
+        for p, u, identity in zip(jax.tree.leaves(params), bounds, free):
+            if identity:
+                checks.fail_if(~jnp.isfinite(p), "fit: an unconstrained parameter (inducing input) is not finite.")
+                out.append(p)
+                continue
             upper = jnp.inf if u is None else u
             checks.fail_if(
                 (p <= 0) | (p >= upper), f"fit: every hyperparameter must lie in (0, {upper}) (log/logit space)."
             )
             out.append(jnp.log(p) if u is None else jnp.log(p / u) - jnp.log1p(-p / u))
-        free = jax.tree.unflatten(treedef, out)
-        return checks.attach(free) if own else free
+        free_params = jax.tree.unflatten(treedef, out)
+        return checks.attach(free_params) if own else free_params
 
-    def from_free(free):
+    def from_free(free_params):
         return jax.tree.unflatten(
             treedef,
-            [jnp.exp(x) if u is None else u * jax.nn.sigmoid(x) for x, u in zip(jax.tree.leaves(free), bounds)],
+            [x if identity else (jnp.exp(x) if u is None else u * jax.nn.sigmoid(x))
+             for x, u, identity in zip(jax.tree.leaves(free_params), bounds, free)],
         )
 
     return to_free, from_free

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 
 from . import _dense as dense
 from ._errors import entry_point
-from ._inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior
+from ._inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior, SparsePosterior
 from ._linalg import latent_variance_reduction
 from ._svgp import SVGP
 from ._types import Array, Float
@@ -29,10 +29,15 @@ def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior | SamplePoste
     sum_s w_s p(f*|f_s) (see :func:`_sample_latent`).
 
     :class:`gpclass.SVGP`: the marginals of q(f*) (``SVGP.latent``).
+
+    :class:`gpclass.SparsePosterior` (a ``gpc.Sparse`` prior): GPML's
+    ``apxSparse`` form, see :func:`_sparse_latent`.
     """
     X_test = _check_test_inputs(posterior, X_test)
     if isinstance(posterior, SVGP):
         return posterior.latent(X_test)
+    if isinstance(posterior, SparsePosterior):
+        return _sparse_latent(posterior, X_test)
     if isinstance(posterior, SoftmaxPosterior):
         return _softmax_latent(posterior, X_test)
     if isinstance(posterior, SamplePosterior):
@@ -43,6 +48,20 @@ def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior | SamplePoste
     mean = K_cross @ posterior.alpha
     var = posterior.kernel.diag(X_test) - latent_variance_reduction(posterior.chol, posterior.sqrt_w, K_cross)
     return mean, var
+
+
+def _sparse_latent(posterior: SparsePosterior, X_test) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
+    """E[f*] = k(x*, Z) alpha and V[f*] = k(x*, x*) - |a*|^2 + |L_u^-1 a*|^2, a* = L_uu^-1 k(Z, x*).
+
+    This is k** - Q_*n (K~ + W^-1)^-1 Q_n* (GPML ``gp.m`` with ``apxSparse``:
+    the test point's prior variance is k(x*, x*) itself, for every approximation).
+    """
+    sparse = posterior.kernel
+    K_cross = sparse.kernel.gram(X_test, sparse.inducing)
+    a = dense.solve_triangular(posterior.chol_uu, K_cross.T, lower=True)
+    b = dense.solve_triangular(posterior.chol_u, a, lower=True)
+    var = sparse.kernel.diag(X_test) - jnp.sum(a**2, axis=0) + jnp.sum(b**2, axis=0)
+    return K_cross @ posterior.alpha, var
 
 
 def _softmax_latent(posterior: SoftmaxPosterior, X_test) -> tuple[Float[Array, "m C"], Float[Array, "m C C"]]:

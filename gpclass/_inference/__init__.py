@@ -2,7 +2,7 @@
 
 from ._base import AbstractInference
 from ._infer import infer
-from ._posterior import GaussianPosterior, SamplePosterior, SamplerInfo, SoftmaxPosterior, SolverInfo
+from ._posterior import GaussianPosterior, SamplePosterior, SamplerInfo, SoftmaxPosterior, SolverInfo, SparsePosterior
 from .ais import AIS
 from .ep import EP
 from .jaakkola_jordan import JaakkolaJordan
@@ -17,4 +17,4 @@ __all__ = [
     "EP",
     "MCMC",
     "SamplePosterior",
-    "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "infer"]
+    "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "SparsePosterior", "infer"]

@@ -6,7 +6,7 @@ import equinox as eqx
 
 from .._types import Array, Float
 from ..likelihoods import AbstractLikelihood
-from ._posterior import GaussianSolution, SampleSolution, SoftmaxSolution
+from ._posterior import GaussianSolution, SampleSolution, SoftmaxSolution, SparseSolution
 
 
 class AbstractInference(eqx.Module):
@@ -25,6 +25,13 @@ class AbstractInference(eqx.Module):
 
     def check_ml2(self) -> None:
         """Raise if maximising this method's ``log_marginal`` over hyperparameters is ill-posed (default: fine)."""
+
+    def solve_sparse(self, K, likelihood, y, init=None, key=None) -> SparseSolution:
+        """The approximation under a sparse prior ``K`` (a ``LowRankCovariance``, built by ``gpc.Sparse``)."""
+        raise ValueError(
+            f"{type(self).__name__} does not support a sparse prior (gpc.Sparse); use gpc.Laplace(), gpc.EP(), gpc.KL() "
+            "or gpc.JaakkolaJordan()."
+        )
 
     @abc.abstractmethod
     def solve(

@@ -1,18 +1,19 @@
 """The single entry point shared by every inference method."""
 
 from .._errors import entry_point
+from .._sparse import LowRankCovariance, Sparse
 from .._status import raise_unless_successful
-from .._validation import Checks, check_covariance, check_inputs
+from .._validation import Checks, check_covariance, check_covariance_operator, check_inputs
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood
 from ._base import AbstractInference
-from ._posterior import GaussianPosterior, SamplePosterior, SoftmaxPosterior
+from ._posterior import GaussianPosterior, SamplePosterior, SoftmaxPosterior, SparsePosterior
 
 
 @entry_point
 def infer(
     method: AbstractInference,
-    kernel: AbstractKernel,
+    kernel: AbstractKernel | Sparse,
     likelihood: AbstractLikelihood,
     X,
     y,
@@ -20,14 +21,16 @@ def infer(
     init=None,
     key=None,
     throw: bool = True,
-) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior:
+) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior | SparsePosterior:
     """Approximate the posterior over latent values for training data (X, y).
 
     Args:
         method: an inference configuration such as ``gpc.Laplace()``.
         kernel: the prior covariance function.  Its hyperparameters are
             checked (finite, variances >= 0, length scales > 0), and so is its
-            Gram matrix (finite, non-negative diagonal).
+            Gram matrix (finite, non-negative diagonal).  A sparse prior
+            ``gpc.Sparse(kernel, Z)`` (FITC, VFE) gives a :class:`SparsePosterior`
+            in O(n m^2) time (Laplace, EP, KL).
         likelihood: a binary likelihood such as ``gpc.likelihoods.Logistic()``
             or ``Probit()``, or ``gpc.likelihoods.Softmax(C)`` (Laplace only).
         X: inputs of shape (n, d), finite.
@@ -60,6 +63,8 @@ def infer(
     X = check_inputs(X, checks=checks)
     y = likelihood.check_labels(y, X.shape[0], X.dtype, checks)
     kernel.parameter_checks(checks)
+    if isinstance(kernel, Sparse):
+        kernel.check_inputs(X)
     posterior = solve_posterior(method, kernel, likelihood, X, y, init, key, checks=checks)
     return raise_unless_successful(posterior, posterior.info.status, type(method).__name__) if throw else posterior
 
@@ -68,7 +73,12 @@ def solve_posterior(
     method, kernel, likelihood, X, y, init, key=None, checks=None
 ) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior:
     """:func:`infer` for inputs checked by :func:`check_inputs` and ``likelihood.check_labels``."""
-    return solve(method, kernel.gram(X), likelihood, y, init, key, checks).posterior(kernel, likelihood, X)
+    return solve(method, prior_covariance(kernel, X), likelihood, y, init, key, checks).posterior(kernel, likelihood, X)
+
+
+def prior_covariance(kernel, X):
+    """The prior covariance of the training inputs: K, or the operator K~ of a sparse prior (``gpc.Sparse``)."""
+    return kernel.covariance(X) if isinstance(kernel, Sparse) else kernel.gram(X)
 
 
 def solve(method, K, likelihood, y, init, key=None, checks=None):
@@ -79,6 +89,12 @@ def solve(method, K, likelihood, y, init, key=None, checks=None):
     ``gpc.fit`` passes none: it probes extreme hyperparameters and counts a
     failure there as an infeasible point, not an error.
     """
+    if isinstance(K, LowRankCovariance):
+        if checks is not None:
+            K = checks.attach(check_covariance_operator(K, checks))
+        if likelihood.num_latent > 1:
+            raise ValueError("a sparse prior (gpc.Sparse) supports binary likelihoods only, so far.")
+        return method.solve_sparse(K, likelihood, y, init, key)
     if checks is not None:
         K = checks.attach(check_covariance(K, checks))
     if likelihood.num_latent > 1 and not method.multiclass:

@@ -85,6 +85,30 @@ class SoftmaxPosterior(eqx.Module):
     warm_start: PyTree[Array]
 
 
+class SparsePosterior(eqx.Module):
+    """q(f) for a sparse prior ``gpc.Sparse`` (FITC, VFE, power EP), in GPML's ``apxSparse`` predictive form.
+
+    With a* = L_uu^-1 k(Z, x*) (L_uu L_uu^T = K_uu + jitter):
+    E[f*] = k(x*, Z) ``alpha`` and V[f*] = k(x*, x*) - |a*|^2 + |``chol_u``^-1 a*|^2,
+    where ``alpha`` = K_uu^-1 K_un a (a = K~^-1 mean) and ``chol_u`` is the factor of
+    I + V D V^T at the solution (see ``gpclass._sparse``).  ``mean`` is the latent
+    mean at the training inputs; ``log_marginal`` the method's approximation
+    to log p(y|X, theta) under the sparse prior, differentiable with respect to
+    the kernel, the inducing inputs and the likelihood.
+    """
+
+    kernel: eqx.Module
+    likelihood: AbstractLikelihood
+    X: Float[Array, "n d"]
+    alpha: Float[Array, " m"]
+    chol_uu: Float[Array, "m m"]
+    chol_u: Float[Array, "m m"]
+    mean: Float[Array, " n"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+
+
 class SamplerInfo(eqx.Module):
     """Diagnostics of a sampling method.
 
@@ -161,6 +185,21 @@ class SoftmaxSolution(_Solution):
 
     def posterior(self, kernel, likelihood, X) -> SoftmaxPosterior:
         return SoftmaxPosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
+
+
+class SparseSolution(_Solution):
+    """What a method's sparse ``solve`` returns: the fields of :class:`SparsePosterior` computed from K~."""
+
+    alpha: Float[Array, " m"]
+    chol_uu: Float[Array, "m m"]
+    chol_u: Float[Array, "m m"]
+    mean: Float[Array, " n"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+
+    def posterior(self, kernel, likelihood, X) -> SparsePosterior:
+        return SparsePosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
 
 
 class SampleSolution(_Solution):

@@ -44,8 +44,10 @@ from .._linalg import factor_b, half_log_det, sqrt_precision
 from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
+from ._ep_updates import cavity, ep_log_marginal, site_update
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_covariance, site_marginals, site_posterior
+from .ep_sparse import solve_sparse_ep
 
 
 class EP(AbstractInference):
@@ -104,6 +106,9 @@ class EP(AbstractInference):
             info=SolverInfo(num_steps=sweeps, status=status, max_change=change),
             warm_start=(lax.stop_gradient(tau), lax.stop_gradient(nu)),
         )
+
+    def solve_sparse(self, K, likelihood, y, init=None, key=None):
+        return solve_sparse_ep(self, K, likelihood, y, init)
 
     def resolved_tol(self, dtype):
         return tolerance(self.tol, dtype, 1e-10, 1e-5)
@@ -211,10 +216,10 @@ def _update_jacobian(K, likelihood, y, tau, nu):
     sigma_diag, mu, _ = site_marginals(K, tau, nu, factor)
     Sigma = site_covariance(K, factor)
 
-    def site_update(sigma_diag, mu, tau, nu):
-        return _site_update(likelihood, y, *_cavity(sigma_diag, mu, tau, nu))
+    def update(sigma_diag, mu, tau, nu):
+        return site_update(likelihood, y, *cavity(sigma_diag, mu, tau, nu))
 
-    _, pull = jax.vjp(site_update, sigma_diag, mu, tau, nu)
+    _, pull = jax.vjp(update, sigma_diag, mu, tau, nu)
     ones, zeros = jnp.ones_like(tau), jnp.zeros_like(tau)
 
     def rows(cotangent):
@@ -226,27 +231,10 @@ def _update_jacobian(K, likelihood, y, tau, nu):
     return jnp.concatenate([rows((ones, zeros)), rows((zeros, ones))], axis=0)
 
 
-def _cavity(sigma_diag, mu, tau, nu):
-    """Cavity natural parameters tau_-i = 1/Sigma_ii - tau~_i, nu_-i = mu_i/Sigma_ii - nu~_i (GPML eq. 3.56)."""
-    return 1.0 / sigma_diag - tau, mu / sigma_diag - nu
-
-
-def _site_update(likelihood, y, tau_cav, nu_cav):
-    """New site parameters matching the tilted moments (GPML eqs. 3.58-3.59).
-
-    For a log-concave likelihood the tilted variance is below the cavity
-    variance, so tau~ > 0.  Otherwise (label noise) tau~ could turn negative,
-    which the stable factorisation of B cannot take: such a site precision is
-    set to 0 (the site is switched off), as GPML's infEP does.
-    """
-    _, m_hat, v_hat = likelihood.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)
-    return jnp.maximum(1.0 / v_hat - tau_cav, 0.0), m_hat / v_hat - nu_cav
-
-
 def _parallel_sweep(K, likelihood, y, tau, nu, damping, factor=None):
     """All sites updated from the current marginals, then the posterior recomputed once."""
     sigma_diag, mu, _ = site_marginals(K, tau, nu, factor)
-    new_tau, new_nu = _site_update(likelihood, y, *_cavity(sigma_diag, mu, tau, nu))
+    new_tau, new_nu = site_update(likelihood, y, *cavity(sigma_diag, mu, tau, nu))
     return (1.0 - damping) * tau + damping * new_tau, (1.0 - damping) * nu + damping * new_nu
 
 
@@ -277,7 +265,7 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor=None, bl
         s_i = cols[:, t]
         s_ii = s_i[i]
         tau_cav, nu_cav = 1.0 / s_ii - tau[i], mu[i] / s_ii - nu[i]
-        new_tau, new_nu = _site_update(likelihood, y[i][None], tau_cav[None], nu_cav[None])
+        new_tau, new_nu = site_update(likelihood, y[i][None], tau_cav[None], nu_cav[None])
         new_tau = jnp.where(ok[t], (1.0 - damping) * tau[i] + damping * new_tau[0], tau[i])
         new_nu = jnp.where(ok[t], (1.0 - damping) * nu[i] + damping * new_nu[0], nu[i])
         delta_tau, delta_nu = new_tau - tau[i], new_nu - nu[i]
@@ -312,18 +300,9 @@ def _log_marginal(K, likelihood, y, tau, nu, L=None, factor=None):
         L = factor_b(K, sqrt_tau) if L is None else L
         factor = (L, dense.solve_triangular(L, sqrt_tau[:, None] * K, lower=True))
     sigma_diag, mu, L = site_marginals(K, tau, nu, factor)
-    tau_cav, nu_cav = _cavity(sigma_diag, mu, tau, nu)
-    log_z_i, _, _ = likelihood.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)
     sqrt_tau = sqrt_precision(tau)
     # nu~^T Sigma nu~ = nu~^T K nu~ - |L^-1 S~^1/2 K nu~|^2 carries the K-dependence of eq. 3.74.
     k_nu = K @ nu
     v = dense.solve_triangular(L, sqrt_tau * k_nu, lower=True)
     nu_sigma_nu = jnp.dot(nu, k_nu) - jnp.dot(v, v)
-    return (
-        jnp.sum(log_z_i)
-        - half_log_det(L)
-        + 0.5 * nu_sigma_nu
-        + 0.5 * jnp.sum(jnp.log1p(tau / tau_cav))
-        - 0.5 * jnp.sum(nu**2 / (tau_cav + tau))
-        + 0.5 * jnp.dot(nu_cav, (tau / tau_cav * nu_cav - 2.0 * nu) / (tau + tau_cav))
-    )
+    return ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, half_log_det(L), nu_sigma_nu)

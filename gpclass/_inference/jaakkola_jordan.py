@@ -47,10 +47,11 @@ from .. import _dense as dense
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
 from .._linalg import half_log_det
 from .._types import Array
-from ..likelihoods import Logistic
 from ._base import AbstractInference
+from ._jaakkola_jordan import check_logistic, jj_lambda, jj_lambda_derivative
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_covariance, site_posterior
+from .jaakkola_jordan_sparse import solve_sparse_lower
 
 
 class JaakkolaJordan(AbstractInference):
@@ -66,30 +67,22 @@ class JaakkolaJordan(AbstractInference):
         max_steps: largest number of Newton steps on the closed-form
             stationarity condition nu_n^2 = E_q[a_n^2], each safeguarded by the
             EM update nu_n <- E_q[a_n^2]^1/2 (log Z' never decreases).
+        krylov_steps: GMRES iterations per Newton step under a sparse prior
+            (``gpc.Sparse``, FITC or VFE), where the Newton system is solved matrix-free.
     """
 
     tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=200)
 
+    krylov_steps: int = eqx.field(static=True, default=30)
+
+    def solve_sparse(self, K, likelihood, y, init=None, key=None):
+        check_logistic(likelihood)
+        return solve_sparse_lower(self, K, y, init)
+
     def solve(self, K, likelihood, y, init=None, key=None):
         check_logistic(likelihood)
         return _solve_lower(self, K, y, init, tolerance(self.tol, K.dtype, 1e-10, 1e-5))
-
-
-def check_logistic(likelihood):
-    """Jaakkola-Jordan bounds bound the logistic sigmoid: any other likelihood is an error."""
-    if not isinstance(likelihood, Logistic):
-        raise ValueError(
-            f"Jaakkola-Jordan bounds are bounds on the logistic sigmoid; got {type(likelihood).__name__}. "
-            "Use gpc.likelihoods.Logistic()."
-        )
-
-
-def jj_lambda(nu):
-    """lambda(nu) = (g(nu) - 1/2) / (2 nu) = tanh(nu/2) / (4 nu)  (Gibbs & MacKay eq. 11); 1/8 at nu = 0."""
-    small = jnp.abs(nu) < 1e-4
-    safe = jnp.where(small, 1.0, nu)
-    return jnp.where(small, 0.125 - nu**2 / 96.0, jnp.tanh(0.5 * safe) / (4.0 * safe))
 
 
 def lower_bound(K, y, nu, factor=None):
@@ -103,14 +96,6 @@ def lower_bound(K, y, nu, factor=None):
     v = V @ d  # L^-1 W^1/2 C d, so d^T Sigma d = d^T C d - |v|^2
     per_point = jax.nn.log_sigmoid(nu) - 0.5 * nu + jj_lambda(nu) * nu**2
     return jnp.sum(per_point) + 0.5 * (jnp.dot(d, K @ d) - jnp.dot(v, v)) - half_log_det(L)
-
-
-def jj_lambda_derivative(nu):
-    """lambda'(nu) = (nu sech^2(nu/2) / 2 - tanh(nu/2)) / (4 nu^2), < 0 for nu > 0; -nu/48 + nu^3/240 near 0."""
-    small = jnp.abs(nu) < 1e-3
-    safe = jnp.where(small, 1.0, nu)
-    t = jnp.tanh(0.5 * safe)
-    return jnp.where(small, -nu / 48.0 + nu**3 / 240.0, (0.5 * safe * (1.0 - t**2) - t) / (4.0 * safe**2))
 
 
 def _lower_candidates(K, y, nu, factor):

@@ -32,8 +32,8 @@ from .._iterate import all_finite, iterate, rounding_level, tolerance
 from .._linalg import factor_b, solve_b
 from .._types import Array
 from ._base import AbstractInference
+from ._jaakkola_jordan import check_logistic
 from ._posterior import GaussianSolution, SolverInfo
-from .jaakkola_jordan import check_logistic
 
 
 class JaakkolaJordanUpper(AbstractInference):

@@ -45,8 +45,10 @@ from .._iterate import all_finite, iterate, relative_change, rounding_level, tol
 from .._linalg import half_log_det
 from .._types import Array
 from ._base import AbstractInference
+from ._expectations import expected_log_lik_derivatives
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
+from .kl_sparse import solve_sparse_kl
 
 
 class KL(AbstractInference):
@@ -60,6 +62,8 @@ class KL(AbstractInference):
         site_tol: see ``tol``; ``None`` means 1e-8 in float64 and 1e-4 in float32.
         max_steps: largest number of site updates.
         max_halvings: largest number of step halvings within one update.
+        krylov_steps: GMRES iterations per Newton step under a sparse prior
+            (``gpc.Sparse``), where the Newton system is solved matrix-free.
 
     Works with any log-concave likelihood that has ``expected_log_prob``
     (logistic, probit); the expectations use its quadrature.
@@ -69,13 +73,14 @@ class KL(AbstractInference):
     site_tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=1000)
     max_halvings: int = eqx.field(static=True, default=30)
+    krylov_steps: int = eqx.field(static=True, default=30)
+
+    def solve_sparse(self, K, likelihood, y, init=None, key=None):
+        _check_log_concave(likelihood)
+        return solve_sparse_kl(self, K, likelihood, y, init)
 
     def solve(self, K, likelihood, y, init=None, key=None):
-        if not likelihood.log_concave:
-            raise ValueError(
-                f"gpc.KL() needs a log-concave likelihood (non-negative site precisions); "
-                f"{type(likelihood).__name__} is not. Use gpc.EP() instead."
-            )
+        _check_log_concave(likelihood)
         n = K.shape[0]
         dtype = K.dtype
         tol = tolerance(self.tol, dtype, 1e-10, 1e-6)
@@ -93,6 +98,14 @@ class KL(AbstractInference):
         )
 
 
+def _check_log_concave(likelihood):
+    if not likelihood.log_concave:
+        raise ValueError(
+            f"gpc.KL() needs a log-concave likelihood (non-negative site precisions); "
+            f"{type(likelihood).__name__} is not. Use gpc.EP() instead."
+        )
+
+
 def elbo(K, likelihood, y, tau, nu, factor=None):
     """sum_i E_q[log p(y_i|f_i)] - KL(q || N(0, K)) for q = prior x sites (tau~, nu~)  (module docstring)."""
     factor = factor_sites(K, tau) if factor is None else factor
@@ -100,24 +113,6 @@ def elbo(K, likelihood, y, tau, nu, factor=None):
     alpha = site_alpha(K, tau, nu, L)
     kl = 0.5 * (jnp.dot(m, alpha) - jnp.dot(tau, sigma_diag)) + half_log_det(L)
     return jnp.sum(likelihood.expected_log_prob(y, m, sigma_diag)) - kl
-
-
-def _expected_log_lik_derivatives(likelihood, y, m, s):
-    """First and (diagonal) second derivatives of E(m, s) = sum_i E_{N(m_i, s_i)}[log p(y_i|f_i)].
-
-    E is a sum of terms in (m_i, s_i), so its Hessian blocks are diagonal and one
-    forward-mode pass per variable (tangent of ones) gives each diagonal; the two
-    passes are one ``jax.linearize`` applied to both tangents at once (``vmap``),
-    so the quadrature's derivatives are traced and compiled once, not twice.
-    """
-
-    def grads(m, s):
-        return jax.grad(lambda m, s: jnp.sum(likelihood.expected_log_prob(y, m, s)), argnums=(0, 1))(m, s)
-
-    (g_m, g_s), tangent_map = jax.linearize(grads, m, s)
-    ones, zeros = jnp.ones_like(m), jnp.zeros_like(m)
-    (h_mm, h_ms), (h_sm, h_ss) = jax.vmap(tangent_map)(jnp.stack([ones, zeros]), jnp.stack([zeros, ones]))
-    return g_m, g_s, h_mm, h_ms, h_sm, h_ss
 
 
 def _candidates(K, likelihood, y, tau, nu, factor):
@@ -134,7 +129,7 @@ def _candidates(K, likelihood, y, tau, nu, factor):
     n = K.shape[0]
     Sigma = site_covariance(K, factor)
     m, s = Sigma @ nu, jnp.diagonal(Sigma)
-    g_m, g_s, h_mm, h_ms, h_sm, h_ss = _expected_log_lik_derivatives(likelihood, y, m, s)
+    g_m, g_s, h_mm, h_ms, h_sm, h_ss = expected_log_lik_derivatives(likelihood, y, m, s)
     t_tau = -2.0 * g_s
     t_nu = g_m + t_tau * m
     # Diagonal derivatives of T with respect to (m, s), then the chain rule through (m, s)(tau~, nu~).

@@ -20,6 +20,7 @@ from ._base import AbstractInference
 from ._newton import newton
 from ._posterior import GaussianSolution, SoftmaxSolution, SolverInfo
 from .laplace_softmax import better_start, softmax_blocks, softmax_log_marginal, softmax_mode
+from .laplace_sparse import solve_sparse_laplace
 
 
 class Laplace(AbstractInference):
@@ -49,11 +50,7 @@ class Laplace(AbstractInference):
     multiclass = True
 
     def solve(self, K, likelihood, y, init=None, key=None):
-        if not likelihood.log_concave:
-            raise ValueError(
-                f"Laplace's method needs a log-concave likelihood (W >= 0 for the stable factorisation of "
-                f"B = I + W^1/2 K W^1/2); {type(likelihood).__name__} is not. Use gpc.EP() instead."
-            )
+        _check_log_concave(likelihood)
         if likelihood.num_latent > 1:
             return self._solve_softmax(K, likelihood, y, init)
         n = K.shape[0]
@@ -76,6 +73,10 @@ class Laplace(AbstractInference):
             warm_start=lax.stop_gradient(a),
         )
 
+    def solve_sparse(self, K, likelihood, y, init=None, key=None):
+        _check_log_concave(likelihood)
+        return solve_sparse_laplace(self, K, likelihood, y, init)
+
     def _solve_softmax(self, K, likelihood, Y, init):
         """GPML Algorithm 3.3 (see ``laplace_softmax``): the mode, the blocks E_c and M, and eq. 3.44."""
         num_classes = likelihood.num_classes
@@ -94,6 +95,14 @@ class Laplace(AbstractInference):
             log_marginal=softmax_log_marginal(Y, F, K, L, E, M),
             info=SolverInfo(num_steps=num_steps, status=status, max_change=max_change),
             warm_start=lax.stop_gradient(a),
+        )
+
+
+def _check_log_concave(likelihood):
+    if not likelihood.log_concave:
+        raise ValueError(
+            f"Laplace's method needs a log-concave likelihood (W >= 0 for the stable factorisation of "
+            f"B = I + W^1/2 K W^1/2); {type(likelihood).__name__} is not. Use gpc.EP() instead."
         )
 
 

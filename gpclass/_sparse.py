@@ -1,0 +1,204 @@
+"""Inducing-point covariance approximations: FITC, VFE and power EP behind one operator.
+
+With m inducing inputs Z, K_uu + jitter = L_uu L_uu^T and V = L_uu^-1 K_un (m x n),
+the Nystroem approximation of K is Q = V^T V.  The sparse prior of GPML's
+``apxSparse`` (Bui, Yan & Turner 2017, the power-EP family) is
+
+    K~ = Q + s diag(g),   g = diag(K) - diag(Q) >= 0,
+
+with s = 1 for FITC (Snelson & Ghahramani 2006) and s = 0 for VFE (Titsias
+2009).  Every operation an inference method needs costs O(n m^2) time and
+O(n m) memory through the Woodbury identity for a diagonal W >= 0:
+
+    (K~ + W^-1)^-1 = D - D V^T (I + V D V^T)^-1 V D,   D = diag(d),  d = W / (1 + s g W).
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from . import _dense as dense
+from ._types import Array, Float
+from ._validation import Checks
+from .kernels import AbstractKernel
+
+_APPROXIMATIONS = {"fitc": 1.0, "vfe": 0.0}
+
+
+class Sparse(eqx.Module):
+    """A sparse (inducing-point) prior, passed to ``gpc.infer`` and ``gpc.fit`` in place of a kernel.
+
+    Attributes:
+        kernel: the covariance function k being approximated.
+        inducing: the inducing inputs Z, shape (m, d); fitted by ``gpc.fit``
+            (unconstrained, not on the log scale).
+        approximation: ``"fitc"`` (the default: K~ = Q + diag(K - Q)),
+            ``"vfe"`` (K~ = Q, the collapsed variational bound's trace term
+            in log q) or a power s in [0, 1] between them (power EP; Laplace only).
+        jitter: ``jitter * mean(diag K_uu)`` is added to K_uu before it is
+            factorised (GPML's ``apxSparse`` uses 1e-6 as well).
+
+    ``gpc.infer(gpc.Laplace(), gpc.Sparse(kernel, Z), likelihood, X, y)``:
+    Laplace (any approximation), EP (FITC), KL (FITC or VFE), binary
+    likelihoods; each costs O(n m^2) per Newton step or sweep.
+    """
+
+    kernel: AbstractKernel
+    inducing: Float[Array, "m d"] = eqx.field(converter=jnp.asarray)
+    approximation: str | float = eqx.field(static=True, default="fitc")
+    jitter: float = eqx.field(static=True, default=1e-6)
+
+    unconstrained = ("inducing",)  # gpc.fit leaves these on their own scale
+
+    def __check_init__(self):
+        if self.inducing.ndim != 2:
+            raise ValueError(f"Sparse: the inducing inputs must have shape (m, d); got {self.inducing.shape}.")
+        if isinstance(self.approximation, str):
+            if self.approximation not in _APPROXIMATIONS:
+                raise ValueError(f"Sparse: approximation must be 'fitc', 'vfe' or a power in [0, 1]; "
+                                 f"got {self.approximation!r}.")
+        elif not 0.0 <= self.approximation <= 1.0:
+            raise ValueError(f"Sparse: the power s must lie in [0, 1]; got {self.approximation}.")
+
+    @property
+    def power(self) -> float:
+        """s: 1 for FITC, 0 for VFE."""
+        return _APPROXIMATIONS.get(self.approximation, self.approximation)
+
+    @classmethod
+    def from_data(cls, kernel, X, num_inducing: int, *, key, **kwargs) -> "Sparse":
+        """Z chosen among the rows of X by k-means++ seeding (Arthur & Vassilvitskii 2007), drawn from ``key``."""
+        return cls(kernel, kmeans_plus_plus(jnp.asarray(X), num_inducing, key), **kwargs)
+
+    def parameter_checks(self, checks: Checks) -> None:
+        self.kernel.parameter_checks(checks)
+        checks.fail_if(~jnp.isfinite(self.inducing), "Sparse: the inducing inputs contain NaN or infinite values.")
+
+    def check_inputs(self, X) -> None:
+        """Static checks: Z's width is X's, and there are no more inducing inputs than cases."""
+        m, d = self.inducing.shape
+        if d != X.shape[1]:
+            raise ValueError(f"Sparse: the inducing inputs have {d} dimensions but X has {X.shape[1]}.")
+        if m > X.shape[0]:
+            raise ValueError(f"Sparse: {m} inducing inputs for {X.shape[0]} cases; use at most as many as cases "
+                             "(or the dense kernel).")
+
+    def covariance(self, X: Float[Array, "n d"]) -> "LowRankCovariance":
+        """The operator K~ on the training inputs X (O(n m^2))."""
+        K_uu = self.kernel.gram(self.inducing)
+        m = K_uu.shape[0]
+        K_uu = K_uu + self.jitter * jnp.mean(jnp.diagonal(K_uu)) * jnp.eye(m, dtype=K_uu.dtype)
+        chol_uu = dense.cholesky(K_uu)
+        V = dense.solve_triangular(chol_uu, self.kernel.gram(self.inducing, X), lower=True)
+        g = jnp.maximum(self.kernel.diag(X) - jnp.sum(V**2, axis=0), 0.0)
+        return LowRankCovariance(V=V, g=g, chol_uu=chol_uu, power=self.power)
+
+
+class LowRankCovariance(eqx.Module):
+    """K~ = V^T V + s diag(g) as an operator (module docstring); ``chol_uu`` is L_uu, kept for predictions."""
+
+    V: Float[Array, "m n"]
+    g: Float[Array, " n"]
+    chol_uu: Float[Array, "m m"]
+    power: float = eqx.field(static=True)
+
+    @property
+    def shape(self):
+        n = self.g.shape[0]
+        return (n, n)
+
+    @property
+    def dtype(self):
+        return self.g.dtype
+
+    def mv(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
+        """K~ x."""
+        return self.V.T @ (self.V @ x) + self.power * self.g * x
+
+    def diagonal(self) -> Float[Array, " n"]:
+        return jnp.sum(self.V**2, axis=0) + self.power * self.g
+
+    def dense(self) -> Float[Array, "n n"]:
+        """K~ as a dense matrix (tests: the brute-force oracle)."""
+        return self.V.T @ self.V + jnp.diag(self.power * self.g)
+
+    def inducing_weights(self, a: Float[Array, " n"]) -> Float[Array, " m"]:
+        """K_uu^-1 K_un a = L_uu^-T V a: with k(x*, Z) it gives the predictive mean k(x*, Z) K_uu^-1 K_un a."""
+        return dense.solve_triangular(self.chol_uu, self.V @ a, lower=True, trans=1)
+
+    def factor(self, w: Float[Array, " n"]) -> "SparseFactor":
+        """The O(n m^2) factorisation for a diagonal W = diag(w) >= 0 (GPML ``apx.m``, ``ldB2_sparse``)."""
+        d = w / (1.0 + self.power * self.g * w)
+        m = self.V.shape[0]
+        chol = dense.cholesky(jnp.eye(m, dtype=self.dtype) + (self.V * d) @ self.V.T)
+        return SparseFactor(w=w, d=d, chol=chol, LV=dense.solve_triangular(chol, self.V, lower=True))
+
+
+class SparseFactor(eqx.Module):
+    """What W brings: d = W / (1 + s g W), L L^T = I + V D V^T and L^-1 V."""
+
+    w: Float[Array, " n"]
+    d: Float[Array, " n"]
+    chol: Float[Array, "m m"]
+    LV: Float[Array, "m n"]
+
+    def solve(self, r: Float[Array, " n"]) -> Float[Array, " n"]:
+        """(K~ + W^-1)^-1 r = D r - D V^T (I + V D V^T)^-1 V D r (Woodbury; W^-1 is never formed)."""
+        dr = self.d * r
+        return dr - self.d * (self.LV.T @ (self.LV @ dr))
+
+    def solve_i_plus_wk(self, op: LowRankCovariance, v: Float[Array, " n"]) -> Float[Array, " n"]:
+        """(I + W K~)^-1 v = v - (K~ + W^-1)^-1 K~ v: the Newton update and the adjoint solve at a mode."""
+        return v - self.solve(op.mv(v))
+
+    def half_log_det_b(self, op: LowRankCovariance) -> Float[Array, ""]:
+        """1/2 log|I + W^1/2 K~ W^1/2| = sum log L_ii + 1/2 sum log(1 + s g W)."""
+        return jnp.sum(jnp.log(jnp.diagonal(self.chol))) + 0.5 * jnp.sum(jnp.log1p(op.power * op.g * self.w))
+
+    def power_log_det(self, op: LowRankCovariance) -> Float[Array, ""]:
+        """GPML's ldB2 of ``apxSparse``: sum log L_ii + 1/2 sum_i t_i, t_i = log(1 + s g_i W_i) / s (-> g_i W_i as s -> 0).
+
+        For FITC (s = 1) it is :meth:`half_log_det_b`; for VFE (s = 0) it adds
+        the trace term 1/2 tr(W (K - Q)) to 1/2 log|I + W^1/2 Q W^1/2|.
+        """
+        s = op.power
+        z = op.g * self.w
+        t = z if s == 0.0 else jnp.log1p(s * z) / s
+        return jnp.sum(jnp.log(jnp.diagonal(self.chol))) + 0.5 * jnp.sum(t)
+
+    def posterior_covariance(self, op: LowRankCovariance) -> tuple[Float[Array, " n"], Float[Array, "m n"]]:
+        """Sigma = (K~^-1 + W)^-1 = diag(delta) + R^T R in O(n m^2): returns (delta, R).
+
+        With G = s diag(g): Sigma = K~ - K~ P K~, P = (K~ + W^-1)^-1 = D - D V^T C^-1 V D,
+        C = I + V D V^T; expanding and using C - V D V^T = I collapses it to
+        delta = s g / (1 + s g W) and R = L^-1 V diag(1 / (1 + s g W)), L L^T = C.
+        """
+        G = op.power * op.g
+        shrink = 1.0 / (1.0 + G * self.w)
+        return G * shrink, self.LV * shrink
+
+    def posterior_variance(self, op: LowRankCovariance) -> Float[Array, " n"]:
+        """diag Sigma = delta + colsum(R^2) (:meth:`posterior_covariance`)."""
+        delta, R = self.posterior_covariance(op)
+        return delta + jnp.sum(R**2, axis=0)
+
+
+def kmeans_plus_plus(X: Float[Array, "n d"], num: int, key: Array) -> Float[Array, "num d"]:
+    """``num`` distinct rows of X by k-means++ seeding: each next row drawn with probability ~ squared distance."""
+    n = X.shape[0]
+    if not 0 < num <= n:
+        raise ValueError(f"k-means++: need 0 < num_inducing <= n = {n}; got {num}.")
+    keys = jax.random.split(key, num)
+    first = jax.random.randint(keys[0], (), 0, n)
+    chosen = jnp.zeros(num, dtype=first.dtype).at[0].set(first)
+    dist = jnp.sum((X - X[first]) ** 2, axis=1)
+
+    def body(i, carry):
+        chosen, dist = carry
+        # Rows already chosen have distance 0; if every distance is 0 (repeated rows), draw uniformly.
+        p = jnp.where(jnp.sum(dist) > 0, dist, jnp.ones_like(dist))
+        nxt = jax.random.choice(keys[i], n, p=p / jnp.sum(p))
+        return chosen.at[i].set(nxt.astype(chosen.dtype)), jnp.minimum(dist, jnp.sum((X - X[nxt]) ** 2, axis=1))
+
+    chosen, _ = jax.lax.fori_loop(1, num, body, (chosen, dist))
+    return X[chosen]
