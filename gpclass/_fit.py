@@ -54,7 +54,7 @@ from . import _box as box
 from ._box_lbfgs import BoxLBFGS
 from ._errors import entry_point
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
-from ._inference._infer import prior_covariance, solve
+from ._inference._infer import apply_mask, prior_covariance, solve
 from ._iterate import tolerance
 from ._sparse import Sparse
 from ._status import Status, raise_unless_successful, successful
@@ -62,6 +62,7 @@ from ._types import Array, Float, Int
 from ._validation import Checks, check_inputs, check_two_classes
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood
+from .likelihoods._masked import Masked
 
 _RUNNING = -1  # internal: the loop goes on
 
@@ -111,6 +112,7 @@ def fit(
     warm_start_inner: bool = True,
     throw: bool = False,
     key=None,
+    mask=None,
     verbose: bool = False,
 ) -> FitResult:
     """Maximise log q(y|X, theta) [+ log p(theta)] over the log hyperparameters.
@@ -153,6 +155,8 @@ def fit(
         throw: raise (``eqx.error_if``, inside jit too) with the
             :class:`Status` message unless the fit converged; by default
             the status is only reported in ``FitResult.status``.
+        mask: optional booleans (n,), ``False`` for left-out cases (padding of
+            ragged data sets under ``vmap``), as in :func:`gpclass.infer`.
         key: PRNG key for methods with randomness (the same key every step,
             so the objective stays a deterministic function of theta).
         verbose: print the objective after every step (``jax.debug.print``).
@@ -165,7 +169,8 @@ def fit(
     method.check_ml2()
     checks = Checks()
     X = check_inputs(X, checks=checks)
-    y = check_two_classes(likelihood.check_labels(y, X.shape[0], X.dtype, checks), checks)
+    y, _ = apply_mask(method, likelihood, likelihood.check_labels(y, X.shape[0], X.dtype, checks), mask, checks)
+    y = check_two_classes(y, checks)
     dtype = X.dtype
     gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
     if ftol is None:
@@ -193,7 +198,8 @@ def fit(
         # -inf (an infeasible point the line search backs off from), not an exception, and the solution's
         # status says so.  The loop carries the solution (the fields computed from K), not the posterior.
         kernel, likelihood = build(z)
-        solution = solve(method, prior_covariance(kernel, X), likelihood, y, init if warm_start_inner else None, key)
+        solve_likelihood = likelihood if mask is None else Masked(likelihood)
+        solution = solve(method, prior_covariance(kernel, X), solve_likelihood, y, init if warm_start_inner else None, key)
         value = solution.log_marginal
         if log_prior is not None:
             value = value + log_prior(kernel, likelihood)

@@ -130,7 +130,7 @@ def check_two_classes(y, checks: Checks | None = None):
         classes_seen = jnp.sum(jnp.any(y > 0, axis=0))
         one_class = classes_seen < 2
     else:
-        one_class = jnp.all(y > 0) | jnp.all(y < 0)
+        one_class = ~jnp.any(y > 0) | ~jnp.any(y < 0)  # left-out cases (label 0, ``mask``) are neither
     checks, own = _own(checks)
     checks.fail_if(
         one_class,

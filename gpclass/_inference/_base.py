@@ -22,6 +22,7 @@ class AbstractInference(eqx.Module):
     """
 
     multiclass = False
+    supports_mask = False  # left-out cases (``mask=``): methods that see the data only through the likelihood
 
     def check_ml2(self) -> None:
         """Raise if maximising this method's ``log_marginal`` over hyperparameters is ill-posed (default: fine)."""

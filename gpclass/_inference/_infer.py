@@ -1,11 +1,14 @@
 """The single entry point shared by every inference method."""
 
+import jax.numpy as jnp
+
 from .._errors import entry_point
 from .._sparse import LowRankCovariance, Sparse
 from .._status import raise_unless_successful
 from .._validation import Checks, check_covariance, check_covariance_operator, check_inputs
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood
+from ..likelihoods._masked import Masked
 from ._base import AbstractInference
 from ._posterior import GaussianPosterior, SamplePosterior, SoftmaxPosterior, SparsePosterior
 
@@ -20,6 +23,7 @@ def infer(
     *,
     init=None,
     key=None,
+    mask=None,
     throw: bool = True,
 ) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior | SparsePosterior:
     """Approximate the posterior over latent values for training data (X, y).
@@ -42,6 +46,10 @@ def infer(
             All zeros means the same as ``None`` (the method's own start).
         key: a PRNG key, for methods with randomness (``gpc.EP(order="random")``,
             ``gpc.MCMC()``, ``gpc.AIS()``, which require it).
+        mask: optional booleans of shape (n,): ``False`` marks a case left out
+            (the padding of ragged data sets stacked for ``vmap``): it changes
+            neither the posterior of the other cases nor ``log_marginal``, as
+            if it were not there.  Binary likelihoods with Laplace, EP and KL.
         throw: raise (``eqx.branched_error_if``: also inside jit and vmap) unless
             ``posterior.info.status`` is ``gpc.Status.CONVERGED`` (for MCMC and
             AIS: every value finite).  The check is attached to every array of
@@ -65,7 +73,9 @@ def infer(
     kernel.parameter_checks(checks)
     if isinstance(kernel, Sparse):
         kernel.check_inputs(X)
-    posterior = solve_posterior(method, kernel, likelihood, X, y, init, key, checks=checks)
+    y, solve_likelihood = apply_mask(method, likelihood, y, mask, checks)
+    solution = solve(method, prior_covariance(kernel, X), solve_likelihood, y, init, key, checks)
+    posterior = solution.posterior(kernel, likelihood, X)
     return raise_unless_successful(posterior, posterior.info.status, type(method).__name__) if throw else posterior
 
 
@@ -74,6 +84,21 @@ def solve_posterior(
 ) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior:
     """:func:`infer` for inputs checked by :func:`check_inputs` and ``likelihood.check_labels``."""
     return solve(method, prior_covariance(kernel, X), likelihood, y, init, key, checks).posterior(kernel, likelihood, X)
+
+
+def apply_mask(method, likelihood, y, mask, checks):
+    """Labels with the left-out cases set to 0, and the likelihood that ignores them (``likelihoods._masked``)."""
+    if mask is None:
+        return y, likelihood
+    if likelihood.num_latent != 1 or not method.supports_mask:
+        raise ValueError(f"mask: supported for binary likelihoods with gpc.Laplace(), gpc.EP() and gpc.KL(); got "
+                         f"{type(method).__name__} with {type(likelihood).__name__}.")
+    mask = jnp.asarray(mask)
+    if mask.shape != y.shape or not (mask.dtype == bool or jnp.issubdtype(mask.dtype, jnp.integer)):
+        raise ValueError(f"mask must be booleans of shape {y.shape}; got {mask.dtype} of shape {mask.shape}.")
+    mask = mask.astype(bool)
+    checks.fail_if(~jnp.any(mask), "mask: every case is left out.")
+    return jnp.where(mask, y, 0.0).astype(y.dtype), Masked(likelihood)
 
 
 def prior_covariance(kernel, X):

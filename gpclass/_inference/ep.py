@@ -74,6 +74,8 @@ class EP(AbstractInference):
         max_steps: largest number of sweeps.
     """
 
+    supports_mask = True
+
     schedule: str = eqx.field(static=True, default="sequential")
     order: str = eqx.field(static=True, default="fixed")
     damping: float | None = eqx.field(static=True, default=None)

@@ -69,6 +69,8 @@ class KL(AbstractInference):
     (logistic, probit); the expectations use its quadrature.
     """
 
+    supports_mask = True
+
     tol: float | None = eqx.field(static=True, default=None)
     site_tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=1000)

@@ -43,6 +43,8 @@ class Laplace(AbstractInference):
     ``kernel + gpc.kernels.White(v)``.
     """
 
+    supports_mask = True
+
     tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=100)
     max_halvings: int = eqx.field(static=True, default=30)

@@ -1,0 +1,46 @@
+"""A binary likelihood with some cases left out: the padding of ragged data sets batched together.
+
+``gpc.infer(..., mask=m)`` and ``gpc.fit(..., mask=m)`` set the label of every
+case with ``m == False`` to 0 (checked labels are otherwise +-1) and wrap the
+likelihood in :class:`Masked`, for which a case with label 0 has p(y|f) = 1:
+log p = 0, no slope, no curvature (W = 0), tilted moments equal to the cavity's
+(so EP's site stays at zero precision), and no expected log-likelihood.  Such
+a case changes neither the posterior of the other cases nor log q(y|X): its
+latent value is marginalised out.  Being keyed on the label, not on a position,
+it survives EP's per-site slicing and ``vmap``.
+"""
+
+import jax.numpy as jnp
+
+from ._base import AbstractLikelihood
+
+
+class Masked(AbstractLikelihood):
+    """``base`` for labels +-1; the constant likelihood 1 for label 0 (a left-out case)."""
+
+    base: AbstractLikelihood
+
+    @property
+    def log_concave(self):
+        return self.base.log_concave
+
+    def log_prob(self, y, f):
+        kept = y != 0
+        return jnp.where(kept, self.base.log_prob(jnp.where(kept, y, 1.0), f), 0.0)
+
+    def derivatives(self, y, f):
+        kept = y != 0
+        lp, slope, w = self.base.derivatives(jnp.where(kept, y, 1.0), f)
+        return jnp.where(kept, lp, 0.0), jnp.where(kept, slope, 0.0), jnp.where(kept, w, 0.0)
+
+    def tilted_moments(self, y, mean, var):
+        kept = y != 0
+        log_z, m_hat, v_hat = self.base.tilted_moments(jnp.where(kept, y, 1.0), mean, var)
+        return jnp.where(kept, log_z, 0.0), jnp.where(kept, m_hat, mean), jnp.where(kept, v_hat, var)
+
+    def expected_log_prob(self, y, mean, var):
+        kept = y != 0
+        return jnp.where(kept, self.base.expected_log_prob(jnp.where(kept, y, 1.0), mean, var), 0.0)
+
+    def predictive_probability(self, mean, var):
+        return self.base.predictive_probability(mean, var)
