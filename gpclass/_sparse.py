@@ -37,6 +37,8 @@ class Sparse(eqx.Module):
             in log q) or a power s in [0, 1] between them (power EP; Laplace only).
         jitter: ``jitter * mean(diag K_uu)`` is added to K_uu before it is
             factorised (GPML's ``apxSparse`` uses 1e-6 as well).
+        fit_inducing: ``False`` holds Z fixed: nothing is differentiated
+            with respect to it (``gpc.fit`` then fits the kernel only).
 
     ``gpc.infer(gpc.Laplace(), gpc.Sparse(kernel, Z), likelihood, X, y)``:
     Laplace (any approximation), EP (FITC), KL (FITC or VFE), binary
@@ -47,6 +49,7 @@ class Sparse(eqx.Module):
     inducing: Float[Array, "m d"] = eqx.field(converter=jnp.asarray)
     approximation: str | float = eqx.field(static=True, default="fitc")
     jitter: float = eqx.field(static=True, default=1e-6)
+    fit_inducing: bool = eqx.field(static=True, default=True)
 
     unconstrained = ("inducing",)  # gpc.fit leaves these on their own scale
 
@@ -85,11 +88,12 @@ class Sparse(eqx.Module):
 
     def covariance(self, X: Float[Array, "n d"]) -> "LowRankCovariance":
         """The operator K~ on the training inputs X (O(n m^2))."""
-        K_uu = self.kernel.gram(self.inducing)
+        Z = self.inducing if self.fit_inducing else jax.lax.stop_gradient(self.inducing)
+        K_uu = self.kernel.gram(Z)
         m = K_uu.shape[0]
         K_uu = K_uu + self.jitter * jnp.mean(jnp.diagonal(K_uu)) * jnp.eye(m, dtype=K_uu.dtype)
         chol_uu = dense.cholesky(K_uu)
-        V = dense.solve_triangular(chol_uu, self.kernel.gram(self.inducing, X), lower=True)
+        V = dense.solve_triangular(chol_uu, self.kernel.gram(Z, X), lower=True)
         g = jnp.maximum(self.kernel.diag(X) - jnp.sum(V**2, axis=0), 0.0)
         return LowRankCovariance(V=V, g=g, chol_uu=chol_uu, power=self.power)
 

@@ -184,6 +184,9 @@ def test_fit_moves_the_inducing_inputs_and_raises_the_objective():
     assert gpc.Status(int(result.status)) in (gpc.Status.CONVERGED, gpc.Status.MAX_STEPS)
     refit = gpc.infer(gpc.Laplace(), result.kernel, LOGISTIC, X, Y).log_marginal
     np.testing.assert_allclose(refit, result.objective, rtol=1e-10)
+    fixed = gpc.fit(gpc.Laplace(), gpc.Sparse(KERNEL, Z, fit_inducing=False), LOGISTIC, X, Y, max_steps=15)
+    np.testing.assert_array_equal(fixed.kernel.inducing, Z)
+    assert fixed.objective > start and fixed.kernel.kernel.lengthscale != KERNEL.lengthscale
 
 
 def test_vmap_over_label_sets_equals_separate_calls():

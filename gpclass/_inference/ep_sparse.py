@@ -71,6 +71,7 @@ def log_marginal(op, likelihood, y, tau, nu, factor: SparseFactor | None = None)
 class _Sweeps(NamedTuple):
     tau: Array
     nu: Array
+    factor: SparseFactor  # at tau: shared by log Z_EP after a sweep and the next sweep's marginals
     log_z: Array
     change: Array
     log_z_change: Array
@@ -82,19 +83,19 @@ def _run_sweeps(method, op, likelihood, y, tau0, nu0):
     damping = 0.5 if method.damping is None else method.damping
 
     def step(s: _Sweeps) -> _Sweeps:
-        factor = op.factor(s.tau)
-        sigma_diag, mu = marginals(op, s.tau, s.nu, factor)
+        sigma_diag, mu = marginals(op, s.tau, s.nu, s.factor)
         new_tau, new_nu = site_update(likelihood, y, *cavity(sigma_diag, mu, s.tau, s.nu))
         tau = (1.0 - damping) * s.tau + damping * new_tau
         nu = (1.0 - damping) * s.nu + damping * new_nu
-        log_z = log_marginal(op, likelihood, y, tau, nu)
+        factor = op.factor(tau)
+        log_z = log_marginal(op, likelihood, y, tau, nu, factor)
         change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))
-        return _Sweeps(tau, nu, log_z, change, jnp.abs(log_z - s.log_z))
+        return _Sweeps(tau, nu, factor, log_z, change, jnp.abs(log_z - s.log_z))
 
     def terminate(s: _Sweeps):
         return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
 
     inf = jnp.asarray(jnp.inf, op.dtype)
-    start = _Sweeps(tau0, nu0, -inf, inf, inf)
+    start = _Sweeps(tau0, nu0, op.factor(tau0), -inf, inf, inf)
     end = iterate(step, terminate, start, max_steps=method.max_steps, finite=lambda s: all_finite(s.tau, s.nu))
     return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change
