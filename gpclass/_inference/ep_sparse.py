@@ -50,8 +50,8 @@ def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> 
 
 
 def _alpha(op, factor: SparseFactor, nu):
-    """alpha = K~^-1 mu = nu~ - (K~ + S~^-1)^-1 K~ nu~ (GPML ``infEP``: alpha = tnu - solveKiW(K.mvm(tnu)))."""
-    return nu - factor.solve(op.mv(nu))
+    """alpha = K~^-1 mu = (I + S~ K~)^-1 nu~ (GPML ``infEP``: alpha = tnu - solveKiW(K.mvm(tnu)), in a stable form)."""
+    return factor.solve_i_plus_wk(op, nu)
 
 
 def marginals(op, tau, nu, factor: SparseFactor):
@@ -60,11 +60,10 @@ def marginals(op, tau, nu, factor: SparseFactor):
 
 
 def log_marginal(op, likelihood, y, tau, nu, factor: SparseFactor | None = None):
-    """log Z_EP under K~, with nu~^T Sigma nu~ = nu~^T K~ nu~ - r^T (K~ + S~^-1)^-1 r, r = K~ nu~."""
+    """log Z_EP under K~, with nu~^T Sigma nu~ as a sum of squares (``SparseFactor.posterior_quadratic``)."""
     factor = op.factor(tau) if factor is None else factor
     sigma_diag, mu = marginals(op, tau, nu, factor)
-    r = op.mv(nu)
-    nu_sigma_nu = jnp.dot(nu, r) - jnp.dot(r, factor.solve(r))
+    nu_sigma_nu = factor.posterior_quadratic(op, nu)
     return ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, factor.half_log_det_b(op), nu_sigma_nu)
 
 

@@ -39,7 +39,7 @@ def solve_sparse_lower(method, op: LowRankCovariance, y, init=None) -> SparseSol
     nu = lax.stop_gradient(nu)
     factor = op.factor(2.0 * jj_lambda(nu))
     d = 0.5 * y
-    alpha = d - factor.solve(op.mv(d))
+    alpha = factor.solve_i_plus_wk(op, d)
     return SparseSolution(
         alpha=op.inducing_weights(alpha),
         chol_uu=op.chol_uu,
@@ -52,11 +52,10 @@ def solve_sparse_lower(method, op: LowRankCovariance, y, init=None) -> SparseSol
 
 
 def lower_bound(op, y, nu):
-    """log Z'(K~, nu) (module docstring); d^T Sigma d = d^T K~ d - r^T (K~ + W^-1)^-1 r, r = K~ d."""
+    """log Z'(K~, nu) (module docstring); d^T Sigma d, d = y / 2, as a sum of squares (``posterior_quadratic``)."""
     factor = op.factor(2.0 * jj_lambda(nu))
-    r = op.mv(0.5 * y)
     per_point = jax.nn.log_sigmoid(nu) - 0.5 * nu + jj_lambda(nu) * nu**2
-    return jnp.sum(per_point) + 0.5 * (jnp.dot(0.5 * y, r) - jnp.dot(r, factor.solve(r))) - factor.power_log_det(op)
+    return jnp.sum(per_point) + 0.5 * factor.posterior_quadratic(op, 0.5 * y) - factor.power_log_det(op)
 
 
 def _candidates(op, y, nu, krylov_steps):

@@ -46,7 +46,7 @@ def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     tau, nu, steps, status, change = _optimise(method, *lax.stop_gradient((op, likelihood, y, tau0, nu0)))
     tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
     factor = op.factor(tau)
-    alpha = nu - factor.solve(op.mv(nu))
+    alpha = factor.solve_i_plus_wk(op, nu)
     return SparseSolution(
         alpha=op.inducing_weights(alpha),
         chol_uu=op.chol_uu,
@@ -61,7 +61,7 @@ def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> 
 def _moments(op, tau, nu, factor):
     """mu, the variances v the expected log-likelihood sees (module docstring), and alpha = K~^-1 mu."""
     sigma_diag, mu = marginals(op, tau, nu, factor)
-    alpha = nu - factor.solve(op.mv(nu))
+    alpha = factor.solve_i_plus_wk(op, nu)
     return mu, sigma_diag, sigma_diag + (1.0 - op.power) * op.g, alpha
 
 

@@ -4,7 +4,9 @@ The mode of Psi(a) = log p(y|K~ a) - 1/2 a^T K~ a is found by the same
 safeguarded Newton iteration as the dense method (GPML Algorithm 3.1), each
 step a Woodbury solve in O(n m^2):
 
-    a_new = b - (K~ + W^-1)^-1 K~ b,   b = W f + grad log p(y|f)      (= (I + W K~)^-1 b).
+    a_new = (I + W K~)^-1 b,   b = W f + grad log p(y|f),
+
+taken as the step a_new - a = (I + W K~)^-1 (grad log p(y|f) - a).
 
 log q(y|X) = log p(y|f^) - 1/2 a^T f^ - ldB2 with GPML's power-EP log
 determinant ldB2 (``SparseFactor.power_log_det``): 1/2 log|I + W^1/2 K~ W^1/2|
@@ -57,11 +59,13 @@ def _better_start(op, likelihood, y, a_init):
 def _direction(op, likelihood, y, a, f):
     """The Newton step in a and the rounding level of Psi (as ``laplace._newton_direction``)."""
     log_lik, grad, W = likelihood.derivatives(y, f)
-    a_new = op.factor(W).solve_i_plus_wk(op, W * f + grad)
+    # GPML's a_new = (I + W K~)^-1 (W f + grad) as the step a_new - a = (I + W K~)^-1 (grad - a) (K~ a = f):
+    # its right-hand side, the gradient of Psi in f, vanishes at the mode, instead of cancelling against a.
+    da = op.factor(W).solve_i_plus_wk(op, grad - a)
     noise = jnp.finfo(op.dtype).eps * (
         jnp.sum(jnp.abs(log_lik)) + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * jnp.abs(f)) + jnp.dot(a * a, op.diagonal())
     )
-    return a_new - a, noise
+    return da, noise
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
