@@ -28,6 +28,7 @@ from ._inference import (
     SoftmaxPosterior,
     SolverInfo,
     SparsePosterior,
+    SparseSoftmaxPosterior,
     infer,
 )
 from ._predict import predict, predict_latent
@@ -59,6 +60,7 @@ __all__ = [
     "SoftmaxPosterior",
     "Sparse",
     "SparsePosterior",
+    "SparseSoftmaxPosterior",
     "SolverInfo",
     "Status",
     "compiler_options",

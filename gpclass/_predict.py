@@ -5,7 +5,7 @@ import jax.numpy as jnp
 
 from . import _dense as dense
 from ._errors import entry_point
-from ._inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior, SparsePosterior
+from ._inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior, SparsePosterior, SparseSoftmaxPosterior
 from ._linalg import latent_variance_reduction
 from ._svgp import SVGP
 from ._types import Array, Float
@@ -38,6 +38,8 @@ def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior | SamplePoste
         return posterior.latent(X_test)
     if isinstance(posterior, SparsePosterior):
         return _sparse_latent(posterior, X_test)
+    if isinstance(posterior, SparseSoftmaxPosterior):
+        return _sparse_softmax_latent(posterior, X_test)
     if isinstance(posterior, SoftmaxPosterior):
         return _softmax_latent(posterior, X_test)
     if isinstance(posterior, SamplePosterior):
@@ -62,6 +64,26 @@ def _sparse_latent(posterior: SparsePosterior, X_test) -> tuple[Float[Array, " m
     b = dense.solve_triangular(posterior.chol_u, a, lower=True)
     var = sparse.kernel.diag(X_test) - jnp.sum(a**2, axis=0) + jnp.sum(b**2, axis=0)
     return K_cross @ posterior.alpha, var
+
+
+def _sparse_softmax_latent(posterior: SparseSoftmaxPosterior, X_test):
+    """E[f*^c] = k(x*, Z) alpha^c and Cov[f*] = (k** - |w*|^2) I + W*^T H^-1 W*, W* = I_C (x) w*.
+
+    w* = L_uu^-1 k(Z, x*) (``laplace_softmax_sparse``): with G = L_H^-1 W*
+    (a triangular solve with C m right-hand sides per test point), the second
+    term is G^T G.  Memory O(C^2 m) per test point: predict large sets in batches.
+    """
+    sparse = posterior.kernel
+    K_cross = sparse.kernel.gram(X_test, sparse.inducing)  # (M, m)
+    w = dense.solve_triangular(posterior.chol_uu, K_cross.T, lower=True)  # (m, M)
+    num_classes = posterior.alpha.shape[1]
+    m, num_test = w.shape
+    eye = jnp.eye(num_classes, dtype=w.dtype)
+    W_star = (eye[:, None, None, :] * w[None, :, :, None]).reshape(num_classes * m, num_test * num_classes)
+    G = dense.solve_triangular(posterior.chol_h, W_star, lower=True).reshape(num_classes * m, num_test, num_classes)
+    cov = jnp.einsum("kmc,kmd->mcd", G, G)
+    diag = sparse.kernel.diag(X_test) - jnp.sum(w**2, axis=0)
+    return K_cross @ posterior.alpha, cov + diag[:, None, None] * eye
 
 
 def _softmax_latent(posterior: SoftmaxPosterior, X_test) -> tuple[Float[Array, "m C"], Float[Array, "m C C"]]:
@@ -165,7 +187,7 @@ def predict(
             raise ValueError(f"approximation must be None or 'mackay'; got {approximation!r}.")
         return weights @ p
     mean, var = predict_latent(posterior, X_test)
-    if isinstance(posterior, SoftmaxPosterior):
+    if isinstance(posterior, (SoftmaxPosterior, SparseSoftmaxPosterior)):
         likelihood = posterior.likelihood
         if approximation in (None, "monte_carlo"):
             if key is None:

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from . import _dense as dense
 from ._types import Array, Float
 from ._validation import Checks
-from .kernels import AbstractKernel
+from .kernels import AbstractKernel, PerClass
 
 _APPROXIMATIONS = {"fitc": 1.0, "vfe": 0.0}
 
@@ -42,7 +42,9 @@ class Sparse(eqx.Module):
 
     ``gpc.infer(gpc.Laplace(), gpc.Sparse(kernel, Z), likelihood, X, y)``:
     Laplace (any approximation), EP (FITC), KL (FITC or VFE), binary
-    likelihoods; each costs O(n m^2) per Newton step or sweep.
+    likelihoods; each costs O(n m^2) per Newton step or sweep.  Laplace
+    also takes ``gpc.likelihoods.Softmax(C)``, the classes sharing the
+    kernel: O(n C^2 m^2 + C^3 m^3) per Newton step.
     """
 
     kernel: AbstractKernel
@@ -54,6 +56,9 @@ class Sparse(eqx.Module):
     unconstrained = ("inducing",)  # gpc.fit leaves these on their own scale
 
     def __check_init__(self):
+        if isinstance(self.kernel, PerClass):
+            raise ValueError("Sparse: the classes share one kernel under a sparse prior; a PerClass kernel is not "
+                             "supported (pass the kernel itself).")
         if self.inducing.ndim != 2:
             raise ValueError(f"Sparse: the inducing inputs must have shape (m, d); got {self.inducing.shape}.")
         if isinstance(self.approximation, str):

@@ -2,7 +2,15 @@
 
 from ._base import AbstractInference
 from ._infer import infer
-from ._posterior import GaussianPosterior, SamplePosterior, SamplerInfo, SoftmaxPosterior, SolverInfo, SparsePosterior
+from ._posterior import (
+    GaussianPosterior,
+    SamplePosterior,
+    SamplerInfo,
+    SoftmaxPosterior,
+    SolverInfo,
+    SparsePosterior,
+    SparseSoftmaxPosterior,
+)
 from .ais import AIS
 from .ep import EP
 from .jaakkola_jordan import JaakkolaJordan
@@ -17,4 +25,5 @@ __all__ = [
     "EP",
     "MCMC",
     "SamplePosterior",
-    "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "SparsePosterior", "infer"]
+    "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "SparsePosterior",
+    "SparseSoftmaxPosterior", "infer"]

@@ -10,7 +10,7 @@ from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood
 from ..likelihoods._masked import Masked
 from ._base import AbstractInference
-from ._posterior import GaussianPosterior, SamplePosterior, SoftmaxPosterior, SparsePosterior
+from ._posterior import GaussianPosterior, SamplePosterior, SoftmaxPosterior, SparsePosterior, SparseSoftmaxPosterior
 
 
 @entry_point
@@ -25,7 +25,7 @@ def infer(
     key=None,
     mask=None,
     throw: bool = True,
-) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior | SparsePosterior:
+) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior | SparsePosterior | SparseSoftmaxPosterior:
     """Approximate the posterior over latent values for training data (X, y).
 
     Args:
@@ -117,8 +117,9 @@ def solve(method, K, likelihood, y, init, key=None, checks=None):
     if isinstance(K, LowRankCovariance):
         if checks is not None:
             K = checks.attach(check_covariance_operator(K, checks))
-        if likelihood.num_latent > 1:
-            raise ValueError("a sparse prior (gpc.Sparse) supports binary likelihoods only, so far.")
+        if likelihood.num_latent > 1 and not method.multiclass:
+            raise ValueError(f"a sparse prior (gpc.Sparse) with the multi-class {type(likelihood).__name__} "
+                             f"likelihood needs gpc.Laplace(); got {type(method).__name__}.")
         return method.solve_sparse(K, likelihood, y, init, key)
     if checks is not None:
         K = checks.attach(check_covariance(K, checks))

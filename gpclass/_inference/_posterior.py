@@ -109,6 +109,28 @@ class SparsePosterior(eqx.Module):
     warm_start: PyTree[Array]
 
 
+class SparseSoftmaxPosterior(eqx.Module):
+    """q(F) for a softmax likelihood under a sparse prior ``gpc.Sparse`` shared by the classes.
+
+    With w* = L_uu^-1 k(Z, x*): E[f*^c] = k(x*, Z) ``alpha[:, c]`` and
+    Cov[f*] = (k(x*, x*) - |w*|^2) I + W*^T H^-1 W*, W* = I_C (x) w*, where
+    ``alpha`` = K_uu^-1 K_un (y - pi^) (m, C) and ``chol_h`` is the Cholesky
+    factor of the Cm x Cm matrix H at the mode (``laplace_softmax_sparse``).
+    ``mean`` is the mode F^ (n, C); ``warm_start`` a = K~^-1 F^.
+    """
+
+    kernel: eqx.Module
+    likelihood: eqx.Module
+    X: Float[Array, "n d"]
+    alpha: Float[Array, "m C"]
+    chol_uu: Float[Array, "m m"]
+    chol_h: Float[Array, "Cm Cm"]
+    mean: Float[Array, "n C"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+
+
 class SamplerInfo(eqx.Module):
     """Diagnostics of a sampling method.
 
@@ -200,6 +222,21 @@ class SparseSolution(_Solution):
 
     def posterior(self, kernel, likelihood, X) -> SparsePosterior:
         return SparsePosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
+
+
+class SparseSoftmaxSolution(_Solution):
+    """What sparse multi-class Laplace returns: the fields of :class:`SparseSoftmaxPosterior` computed from K~."""
+
+    alpha: Float[Array, "m C"]
+    chol_uu: Float[Array, "m m"]
+    chol_h: Float[Array, "Cm Cm"]
+    mean: Float[Array, "n C"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+
+    def posterior(self, kernel, likelihood, X) -> SparseSoftmaxPosterior:
+        return SparseSoftmaxPosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
 
 
 class SampleSolution(_Solution):

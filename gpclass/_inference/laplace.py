@@ -20,6 +20,7 @@ from ._base import AbstractInference
 from ._newton import newton
 from ._posterior import GaussianSolution, SoftmaxSolution, SolverInfo
 from .laplace_softmax import better_start, softmax_blocks, softmax_log_marginal, softmax_mode
+from .laplace_softmax_sparse import solve_sparse_softmax_laplace
 from .laplace_sparse import solve_sparse_laplace
 
 
@@ -77,6 +78,8 @@ class Laplace(AbstractInference):
 
     def solve_sparse(self, K, likelihood, y, init=None, key=None):
         _check_log_concave(likelihood)
+        if likelihood.num_latent > 1:
+            return solve_sparse_softmax_laplace(self, K, y, init)
         return solve_sparse_laplace(self, K, likelihood, y, init)
 
     def _solve_softmax(self, K, likelihood, Y, init):

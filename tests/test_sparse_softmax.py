@@ -1,0 +1,144 @@
+"""Multi-class (softmax) Laplace under a sparse prior, against dense evaluations of the same sparse model.
+
+Oracles: the dense softmax Laplace method (n x n Cholesky factorisations, eq. 3.44) run on K~ as an explicit
+matrix, with GPML's power-EP log determinant applied in NumPy; the predictive moments k** - Q_*n (K~ + W^-1)^-1 Q_n*
+formed as Cn x Cn NumPy matrices; the dense method on K when Z = X; central finite differences for gradients.
+Data: 40 standardised Vehicle cases (4 classes) with three rows repeated.
+"""
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import standardised_subset
+
+import gpclass as gpc
+from gpclass._inference._infer import solve
+
+C = 4
+SOFTMAX = gpc.likelihoods.Softmax(C)
+
+
+def data():
+    X, y = standardised_subset("vehicle", 5, n=40)
+    X[[5, 17, 30]] = X[[4, 16, 29]]  # repeated inputs
+    return X, y
+
+
+X, Y = data()
+Y_ONE_HOT = np.eye(C)[Y]
+KERNEL = gpc.kernels.SquaredExponential(np.float64(4.0), np.float64(3.0))
+Z = gpc.Sparse.from_data(KERNEL, X, 10, key=jax.random.key(0)).inducing
+
+
+@functools.cache
+def _dense_program():
+    return eqx.filter_jit(lambda K: solve(gpc.Laplace(), K, SOFTMAX, jnp.asarray(Y_ONE_HOT), None))
+
+
+def dense_oracle(sparse):
+    """The dense softmax Laplace on K~; log q corrected from 1/2 log|A| to GPML's power form 1/(2 s) log|A|."""
+    op = sparse.covariance(jnp.asarray(X))
+    dense = _dense_program()(op.dense())
+    pi, g, s = np.asarray(jax.nn.softmax(dense.mean, axis=1)), np.asarray(op.g), sparse.power
+    W = np.stack([np.diag(p) - np.outer(p, p) for p in pi])
+    log_det_a = np.array([np.linalg.slogdet(np.eye(C) + s * gi * Wi)[1] for gi, Wi in zip(g, W)])
+    power_term = g * np.trace(W, axis1=1, axis2=2) if s == 0.0 else log_det_a / s
+    return dense, float(dense.log_marginal) - 0.5 * np.sum(power_term - log_det_a), W
+
+
+@pytest.mark.parametrize("approximation", ["fitc", "vfe", 0.5])
+def test_mode_log_q_and_predictions_equal_the_dense_sparse_model(approximation):
+    sparse = gpc.Sparse(KERNEL, Z, approximation=approximation)
+    post = gpc.infer(gpc.Laplace(), sparse, SOFTMAX, X, Y)
+    assert isinstance(post, gpc.SparseSoftmaxPosterior)
+    dense, expected, W = dense_oracle(sparse)
+    np.testing.assert_allclose(post.mean, dense.mean, atol=1e-10)
+    np.testing.assert_allclose(post.log_marginal, expected, rtol=1e-12)
+
+    # Predictive moments: Cov[f*] = k** I - Q_*n (K~ + W^-1)^-1 Q_n* with Cn x Cn blocks (classes major).
+    X_test = X[:6] + 0.1
+    mean, cov = gpc.predict_latent(post, X_test)
+    n = len(Y)
+    K_uu = np.array(KERNEL.gram(Z))
+    K_uu += sparse.jitter * np.mean(np.diag(K_uu)) * np.eye(len(Z))
+    Q_cross = np.asarray(KERNEL.gram(X_test, Z)) @ np.linalg.solve(K_uu, np.asarray(KERNEL.gram(Z, X)))
+    W_big = np.zeros((C * n, C * n))
+    for i in range(n):
+        W_big[i::n, i::n] = W[i]
+    K_big = np.kron(np.eye(C), np.asarray(sparse.covariance(jnp.asarray(X)).dense()))
+    P = W_big @ np.linalg.inv(np.eye(C * n) + K_big @ W_big)  # (K~ + W^-1)^-1 without inverting W
+    Q_big = np.kron(np.eye(C), Q_cross)
+    cov_big = np.kron(np.eye(C), np.diag(np.asarray(KERNEL.diag(X_test)))) - Q_big @ P @ Q_big.T
+    m = len(X_test)
+    expected_cov = np.stack([cov_big[j::m, j::m] for j in range(m)])
+    pi = np.asarray(jax.nn.softmax(dense.mean, axis=1))
+    np.testing.assert_allclose(mean, Q_cross @ (Y_ONE_HOT - pi), atol=1e-12)
+    np.testing.assert_allclose(cov, expected_cov, atol=1e-12)
+    p = gpc.predict(post, X_test, approximation="mean_field")
+    np.testing.assert_allclose(np.sum(p, axis=1), 1.0, rtol=1e-12)
+
+
+def test_inducing_at_the_inputs_recovers_the_dense_method():
+    """Z = X (the distinct rows) with VFE: Q = K up to the jitter, so log q is the dense method's on K."""
+    rows = np.setdiff1d(np.arange(len(Y)), [5, 17, 30])
+    sparse = gpc.Sparse(KERNEL, X[rows], approximation="vfe", jitter=1e-10)
+    post = gpc.infer(gpc.Laplace(), sparse, SOFTMAX, X, Y)
+    dense = gpc.infer(gpc.Laplace(), KERNEL, SOFTMAX, X, Y)
+    np.testing.assert_allclose(post.log_marginal, dense.log_marginal, rtol=1e-7)
+    np.testing.assert_allclose(post.mean, dense.mean, atol=1e-6)
+
+
+@functools.cache
+def _value_and_grad(approximation):
+    def log_marginal(params):
+        log_v, log_l, Z = params
+        kernel = gpc.kernels.SquaredExponential(jnp.exp(log_v), jnp.exp(log_l))
+        return gpc.infer(gpc.Laplace(), gpc.Sparse(kernel, Z, approximation=approximation), SOFTMAX, X, Y).log_marginal
+    return jax.jit(jax.value_and_grad(log_marginal))
+
+
+@pytest.mark.parametrize("approximation", ["fitc", "vfe"])
+@pytest.mark.parametrize("log_v", [np.log(4.0), np.log(400.0)])  # mild, stiff
+def test_gradients_match_finite_differences(approximation, log_v):
+    """d log q / d (log sigma_f^2, log l, Z) along random directions through every inducing coordinate."""
+    fn = _value_and_grad(approximation)
+    params = (np.float64(log_v), np.float64(np.log(3.0)), np.asarray(Z))
+    _, grad = fn(params)
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        u = jax.tree.map(lambda p: rng.normal(size=np.shape(p)), params)
+        h = 1e-5
+        plus = fn(jax.tree.map(lambda p, d: p + h * d, params, u))[0]
+        minus = fn(jax.tree.map(lambda p, d: p - h * d, params, u))[0]
+        directional = sum(float(jnp.vdot(g, d)) for g, d in zip(jax.tree.leaves(grad), jax.tree.leaves(u)))
+        np.testing.assert_allclose(directional, (plus - minus) / (2 * h), rtol=2e-5, atol=1e-6)
+
+
+def test_stiff_prior_converges_to_the_dense_solution():
+    # sigma_f^2 = 1e4 on 40 cases: every solve is a Woodbury form with no product by K~ to cancel against.
+    sparse = gpc.Sparse(gpc.kernels.SquaredExponential(np.float64(1e4), np.float64(3.0)), Z)
+    post = gpc.infer(gpc.Laplace(), sparse, SOFTMAX, X, Y)  # raises unless CONVERGED
+    dense, expected, _ = dense_oracle(sparse)
+    assert gpc.Status(int(dense.info.status)) == gpc.Status.CONVERGED
+    np.testing.assert_allclose(post.log_marginal, expected, rtol=1e-10)
+
+
+def test_fit_raises_log_q_and_moves_the_inducing_inputs():
+    sparse = gpc.Sparse(KERNEL, Z)
+    start = gpc.infer(gpc.Laplace(), sparse, SOFTMAX, X, Y).log_marginal
+    result = gpc.fit(gpc.Laplace(), sparse, SOFTMAX, X, Y, max_steps=10)
+    assert result.objective > start + 1.0
+    assert not np.allclose(result.kernel.inducing, Z)
+    refit = gpc.infer(gpc.Laplace(), result.kernel, SOFTMAX, X, Y).log_marginal
+    np.testing.assert_allclose(refit, result.objective, rtol=1e-10)
+
+
+def test_unsupported_combinations_are_clear_errors():
+    with pytest.raises(ValueError, match="PerClass"):
+        gpc.Sparse(gpc.kernels.PerClass([KERNEL] * C), Z)
+    with pytest.raises(ValueError, match="needs gpc.Laplace"):
+        gpc.infer(gpc.KL(), gpc.Sparse(KERNEL, Z), SOFTMAX, X, Y)
