@@ -28,14 +28,19 @@ def predict_latent(posterior: GaussianPosterior | SoftmaxPosterior | SamplePoste
     Sample posteriors (MCMC, AIS): the mean and variance of the mixture
     sum_s w_s p(f*|f_s) (see :func:`_sample_latent`).
 
-    :class:`gpclass.SVGP`: the marginals of q(f*) (``SVGP.latent``).
+    :class:`gpclass.SVGP`: the marginals of q(f*) (``SVGP.latent``); with a
+    softmax likelihood, means (m, C) and the diagonal covariances (m, C, C)
+    (q's classes are independent), the shapes of softmax posteriors.
 
     :class:`gpclass.SparsePosterior` (a ``gpc.Sparse`` prior): GPML's
     ``apxSparse`` form, see :func:`_sparse_latent`.
     """
     X_test = _check_test_inputs(posterior, X_test)
     if isinstance(posterior, SVGP):
-        return posterior.latent(X_test)
+        mean, var = posterior.latent(X_test)
+        if posterior.num_latent > 1:
+            return mean, var[..., None] * jnp.eye(posterior.num_latent, dtype=var.dtype)
+        return mean, var
     if isinstance(posterior, SparsePosterior):
         return _sparse_latent(posterior, X_test)
     if isinstance(posterior, SparseSoftmaxPosterior):
@@ -167,7 +172,8 @@ def predict(
 
     ``key`` and ``num_samples`` are not used by binary posteriors.
 
-    Softmax posteriors return E[softmax(f*)] of shape (m, C), rows summing to one:
+    Softmax posteriors (and a softmax :class:`gpclass.SVGP`) return E[softmax(f*)] of shape (m, C), rows
+    summing to one:
 
     * ``approximation=None`` or ``"monte_carlo"``: the average over
       ``num_samples`` draws of f* from its Gaussian (GPML Algorithm 3.4); needs
@@ -187,7 +193,9 @@ def predict(
             raise ValueError(f"approximation must be None or 'mackay'; got {approximation!r}.")
         return weights @ p
     mean, var = predict_latent(posterior, X_test)
-    if isinstance(posterior, (SoftmaxPosterior, SparseSoftmaxPosterior)):
+    if isinstance(posterior, (SoftmaxPosterior, SparseSoftmaxPosterior)) or (
+        isinstance(posterior, SVGP) and posterior.num_latent > 1
+    ):
         likelihood = posterior.likelihood
         if approximation in (None, "monte_carlo"):
             if key is None:

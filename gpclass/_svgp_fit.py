@@ -1,4 +1,4 @@
-"""Training an :class:`gpclass.SVGP` on minibatches streamed from host memory, with an optax optimiser."""
+"""Training an :class:`gpclass.SVGP` (binary or softmax) on minibatches streamed from host memory, with optax."""
 
 import equinox as eqx
 import jax
@@ -50,9 +50,13 @@ def fit_svgp(
     Args:
         model: the starting point, e.g. ``gpc.SVGP.at_prior(kernel, likelihood, Z)``.
         X, y: training inputs (n, d) and labels in {-1, +1} ({0, 1} and
-            booleans accepted), as NumPy arrays: each step copies one
-            minibatch to the device, so the data never need to fit there.
-        key: PRNG key for the minibatch order (a new permutation each epoch).
+            booleans accepted), for ``Softmax(C)`` integers 0..C-1, as NumPy
+            arrays: each step copies one minibatch to the device, so the
+            data never need to fit there.
+        key: PRNG key for the minibatch order (a new permutation each epoch,
+            from ``fold_in(key, epoch)``) and, for the softmax's Monte Carlo
+            estimator, step i's samples (from ``fold_in(fold_in(key, 2**32 - 1), i)``):
+            the run is deterministic given the key.
         num_steps: optimiser steps.
         batch_size: cases per step; ``None`` means all n (the exact ELBO).
             Each epoch takes n // batch_size batches of a permutation.
@@ -62,7 +66,8 @@ def fit_svgp(
         natural_gradient_step: ``None``: q(v) is trained by ``optimizer`` with
             the rest.  A step size in (0, 1]: q(v) takes natural-gradient steps
             of that size on each minibatch (``_svgp.natural_gradient_step``, a
-            log-concave likelihood), and ``optimizer`` trains the rest.
+            log-concave likelihood; the softmax's per class, its gradients
+            estimated from the step's samples), and ``optimizer`` trains the rest.
         devices: ``None``: one device.  A sequence of devices: each minibatch
             is split over them along its cases (``batch_size`` must be a
             multiple of their number) and the parameters are replicated; the
@@ -71,6 +76,11 @@ def fit_svgp(
         print_every: print the step and its ELBO estimate every so many steps.
     """
     X, y = _check_data(model, X, y)
+    settings = (model.jitter, model.estimator, model.num_samples)
+    # Step i's samples come from fold_in(sample_key, i): a stream apart from the epochs' fold_in(key, epoch).
+    sample_key = None
+    if model.num_latent > 1 and model.estimator == "monte_carlo":
+        sample_key = jax.random.fold_in(key, 2**32 - 1)
     n = len(y)
     batch = n if batch_size is None else int(batch_size)
     if not 1 <= batch <= n:
@@ -90,8 +100,8 @@ def fit_svgp(
         ("theta", not fit_hyperparameters), ("inducing", not fit_inducing), ("q_mu", natural), ("q_sqrt", natural)
     )
 
-    def step(trainable, opt_state, X_batch, y_batch):
-        return _step(trainable, opt_state, X_batch, y_batch, n, static, optimizer, frozen, model.jitter,
+    def step(trainable, opt_state, X_batch, y_batch, sample_key, i):
+        return _step(trainable, opt_state, X_batch, y_batch, sample_key, i, n, static, optimizer, frozen, settings,
                      natural_gradient_step)
 
     opt_state = optimizer.init(trainable)
@@ -101,7 +111,8 @@ def fit_svgp(
         if batch % len(devices):
             raise ValueError(f"batch_size ({batch}) must be a multiple of the number of devices ({len(devices)}).")
         mesh = Mesh(np.asarray(devices), ("cases",))
-        trainable, opt_state = jax.device_put((trainable, opt_state), NamedSharding(mesh, PartitionSpec()))
+        trainable, opt_state, sample_key = jax.device_put((trainable, opt_state, sample_key),
+                                                          NamedSharding(mesh, PartitionSpec()))
         place = lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec("cases")))  # noqa: E731
     values, batches_per_epoch, status = [], n // batch, Status.MAX_STEPS
     for i in range(num_steps):
@@ -109,7 +120,8 @@ def fit_svgp(
         if position == 0:
             order = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), n))
         rows = order[position * batch:(position + 1) * batch]
-        new, new_state, value = step(trainable, opt_state, place(X[rows]), place(y[rows]))
+        new, new_state, value = step(trainable, opt_state, place(X[rows]), place(y[rows]), sample_key,
+                                     None if sample_key is None else np.uint32(i))
         value = float(value)  # the ELBO estimate at the current parameters, before this step's update
         values.append(value)
         if not np.isfinite(value):
@@ -119,29 +131,38 @@ def fit_svgp(
             print(f"svgp step {i + 1:6d}: ELBO estimate {value: .6e}", flush=True)
         trainable, opt_state = new, new_state
     elbo = jnp.asarray(values, dtype=X.dtype)
-    return SVGPFit(_build(trainable, static, model.jitter), elbo, jnp.asarray(status, jnp.int32))
+    return SVGPFit(_build(trainable, static, settings), elbo, jnp.asarray(status, jnp.int32))
 
 
 _DEFAULT_OPTIMIZER = optax.adam(0.01)
 
 
-def _build(trainable, static, jitter) -> SVGP:
-    """The SVGP from the trained coordinates: log/logit hyperparameters (as ``gpc.fit``), Z, mu and S."""
+def _build(trainable, static, settings) -> SVGP:
+    """The SVGP from the trained coordinates: log/logit hyperparameters (as ``gpc.fit``), Z, mu and S.
+
+    ``settings``: the model's (jitter, estimator, num_samples).
+    """
     _, from_free = parameter_transforms(trainable["theta"], eqx.combine(trainable["theta"], static))
     kernel, likelihood = eqx.combine(from_free(trainable["theta"]), static)
-    return SVGP(kernel, likelihood, trainable["inducing"], trainable["q_mu"], trainable["q_sqrt"], jitter)
+    return SVGP(kernel, likelihood, trainable["inducing"], trainable["q_mu"], trainable["q_sqrt"], *settings)
 
 
 @filter_jit
-def _step(trainable, opt_state, X_batch, y_batch, num_data, static, optimizer, frozen, jitter, natural_step):
+def _step(trainable, opt_state, X_batch, y_batch, sample_key, i, num_data, static, optimizer, frozen, settings,
+          natural_step):
     """One optimiser step on the negative minibatch ELBO; returns the new state and the ELBO before the step.
+
+    ``fold_in(sample_key, i)`` draws the step's Monte Carlo samples (softmax; None otherwise), used by the ELBO
+    and by the natural-gradient step alike.
 
     Compiled once per data shape, batch size and configuration (a module-level function: repeated fits reuse it).
     """
+    key = None if sample_key is None else jax.random.fold_in(sample_key, i)
+
     def loss(t):
-        model = _build(t, static, jitter)
+        model = _build(t, static, settings)
         A = model._projection(X_batch)
-        return -model._elbo_from_projection(A, X_batch, y_batch, num_data), A
+        return -model._elbo_from_projection(A, X_batch, y_batch, num_data, key), A
 
     (value, A), grads = jax.value_and_grad(loss, has_aux=True)(trainable)
     frozen = [name for name, is_frozen in frozen if is_frozen]
@@ -152,13 +173,17 @@ def _step(trainable, opt_state, X_batch, y_batch, num_data, static, optimizer, f
     new = optax.apply_updates(trainable, updates)
     if natural_step is not None:
         # The same A as the ELBO's: one factorisation of K_zz per step.
-        q = _svgp.natural_gradient_step(_build(trainable, static, jitter), A, X_batch, y_batch, num_data, natural_step)
+        q = _svgp.natural_gradient_step(_build(trainable, static, settings), A, X_batch, y_batch, num_data,
+                                        natural_step, key)
         new = {**new, "q_mu": q.q_mu, "q_sqrt": q.q_sqrt}
     return new, opt_state, -value
 
 
 def _check_data(model, X, y):
-    """Finite (n, d) inputs matching Z's width and labels in {-1, +1}, as NumPy arrays (checked on the host)."""
+    """Finite (n, d) inputs matching Z's width and labels in {-1, +1} (softmax: int32 0..C-1), as NumPy arrays.
+
+    Checked on the host, before any data reach a device.
+    """
     X = np.asarray(X, dtype=np.asarray(model.inducing).dtype)
     y = np.asarray(y)
     if X.ndim != 2 or X.shape[0] == 0:
@@ -169,8 +194,21 @@ def _check_data(model, X, y):
         raise ValueError("X contains NaN or infinite values.")
     if y.shape != (X.shape[0],):
         raise ValueError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}.")
+    if model.num_latent > 1:
+        return X, _check_class_labels(y, model.num_latent)
     if y.dtype == np.bool_:
         y = np.where(y, 1.0, -1.0)
     elif not np.all(np.isin(y, (-1, 0, 1))) or (np.any(y == 0) and np.any(y == -1)):
         raise ValueError("binary labels must be in {-1, +1}, {0, 1} or booleans (not both 0 and -1).")
     return X, np.where(y > 0, 1.0, -1.0).astype(X.dtype)
+
+
+def _check_class_labels(y, num_classes: int):
+    """Integer labels 0..C-1 (floats holding whole numbers accepted) as int32; anything else is an error."""
+    if y.dtype == np.bool_ or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
+        raise ValueError(f"multi-class labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
+    if np.issubdtype(y.dtype, np.floating) and not np.all(np.isfinite(y) & (y == np.round(y))):
+        raise ValueError(f"multi-class labels must be whole numbers 0..{num_classes - 1} (got a fraction or NaN).")
+    if np.any((y < 0) | (y > num_classes - 1)):
+        raise ValueError(f"multi-class labels must lie in 0..{num_classes - 1} for Softmax({num_classes}).")
+    return y.astype(np.int32)

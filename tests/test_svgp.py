@@ -142,7 +142,7 @@ def test_bad_input_is_a_clear_error():
         gpc.fit_svgp(model, X, np.full(12, 2.0), key=jax.random.key(0), num_steps=1)
     with pytest.raises(ValueError, match="q_mu of shape"):
         gpc.SVGP(model.kernel, LOGISTIC, X[:4], np.zeros(3), np.eye(4))
-    with pytest.raises(ValueError, match="binary likelihoods"):
-        gpc.SVGP.at_prior(model.kernel, gpc.likelihoods.Softmax(3), X[:4])
+    with pytest.raises(ValueError, match=r"q_mu of shape \(m, C\)"):  # the softmax's q has a class axis
+        gpc.SVGP(model.kernel, gpc.likelihoods.Softmax(3), X[:4], np.zeros(4), np.eye(4))
     with pytest.raises(ValueError, match="X_test has 1 input dimensions"):
         gpc.predict(model, X[:, :1])
