@@ -125,6 +125,20 @@ def test_kl_fitc_equals_dense_kl_on_the_fitc_prior():
     np.testing.assert_allclose(post.mean, dense.mean, atol=1e-7)
 
 
+def test_expected_log_likelihood_derivatives_in_chunks_equal_one_pass():
+    """The KL methods' quadrature derivatives are taken in chunks of cases (memory O(chunk x nodes)); the last
+    chunk is padded.  Chunks of 7 for 40 cases (a padded last chunk) against one pass over all of them."""
+    from gpclass._inference._expectations import expected_log_lik_derivatives, expected_log_lik_gradient
+    rng = np.random.default_rng(0)
+    m, s = jnp.asarray(rng.normal(size=len(Y))), jnp.asarray(rng.uniform(0.1, 3.0, size=len(Y)))
+    y = jnp.asarray(Y, jnp.float64)
+    for derivatives in (expected_log_lik_derivatives, expected_log_lik_gradient):
+        whole = derivatives(LOGISTIC, y, m, s)
+        chunked = derivatives(LOGISTIC, y, m, s, chunk=7)
+        for a, b in zip(whole, chunked, strict=True):
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+
+
 def test_kl_vfe_is_the_svgp_bound_at_its_optimum():
     """VFE's ELBO equals SVGP's at the same q(u), and that q(u) is SVGP's optimum (zero gradient in mu and S)."""
     sparse = gpc.Sparse(KERNEL, Z, approximation="vfe")

@@ -31,7 +31,7 @@ from jax import lax
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
 from .._sparse import LowRankCovariance
 from .._types import Array
-from ._expectations import expected_log_lik_derivatives
+from ._expectations import expected_log_lik_derivatives, expected_log_lik_gradient
 from ._posterior import SolverInfo, SparseSolution
 from .ep_sparse import marginals
 
@@ -76,7 +76,7 @@ def elbo(op, likelihood, y, tau, nu):
 def _target(op, likelihood, y, tau, nu):
     """The natural-gradient target sites T(tau~, nu~) at the current marginals, and mu (for the rounding level)."""
     mu, _, v, _ = _moments(op, tau, nu, op.factor(tau))
-    g_m, g_v = jax.grad(lambda m, v: jnp.sum(likelihood.expected_log_prob(y, m, v)), argnums=(0, 1))(mu, v)
+    g_m, g_v = expected_log_lik_gradient(likelihood, y, mu, v)
     t_tau = jnp.maximum(-2.0 * g_v, 0.0)  # >= 0 for a log-concave likelihood, up to quadrature rounding
     return (t_tau, g_m + t_tau * mu), mu
 
