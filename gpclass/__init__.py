@@ -8,7 +8,7 @@ The public API is what this module re-exports::
     p = gpc.predict(posterior, X_test)
 """
 
-from . import datasets, kernels, likelihoods, metrics, priors, samplers
+from . import datasets, kernels, likelihoods, metrics, plot, priors, samplers
 from ._bound import variational_bound
 from ._compile import compiler_options, enable_compilation_cache, filter_jit, jit
 from ._em_ep import EMEPResult, fit_em_ep
@@ -76,6 +76,7 @@ __all__ = [
     "likelihoods",
     "mackay_probability",
     "metrics",
+    "plot",
     "predict",
     "predict_latent",
     "priors",

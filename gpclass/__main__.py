@@ -3,6 +3,11 @@
     python -m gpclass [--dataset ionosphere] [--n-train 200] [--likelihood logistic|probit] [--seed 0]
                       [--cache-dir DIR | --no-cache]
 
+The same on a CSV file of your own (``_csv_job.py``; held-out split or k-fold CV, any method, a JSON report):
+
+    python -m gpclass --csv FILE --target COLUMN [--features A,B] [--test-fraction 0.3 | --folds K]
+                      [--method laplace|ep|kl|jj] [--ard] [--report OUT.json] [--plot OUT.png]
+
 Compiled programs are kept in JAX's persistent compilation cache
 (``gpc.enable_compilation_cache``), so a second run loads them instead of
 compiling them again.
@@ -17,12 +22,17 @@ import jax.numpy as jnp
 import numpy as np
 
 import gpclass as gpc
+from gpclass import _csv_job
 
 
 def main(argv=None) -> None:
     args = _parse(argv)
-    if not args.no_cache:
-        print(f"compilation cache: {gpc.enable_compilation_cache(args.cache_dir)}")
+    if args.csv is not None:
+        _csv_job.main(args, lambda: _enable_cache(args))
+        return
+    args.dataset = "ionosphere" if args.dataset is None else args.dataset
+    args.n_train = 200 if args.n_train is None else args.n_train
+    _enable_cache(args)
     if args.float32:
         run(args, jnp.float32)
     else:
@@ -30,17 +40,27 @@ def main(argv=None) -> None:
             run(args, jnp.float64)
 
 
+def _enable_cache(args) -> None:
+    if not args.no_cache:
+        print(f"compilation cache: {gpc.enable_compilation_cache(args.cache_dir)}")
+
+
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m gpclass", description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="ionosphere", choices=["ionosphere", "wisconsin", "pima", "crabs", "usps35"])
-    parser.add_argument("--n-train", type=int, default=200)
+    # No defaults here (filled in by main), so that giving them with --csv is caught as a usage error.
+    parser.add_argument("--dataset", default=None, choices=["ionosphere", "wisconsin", "pima", "crabs", "usps35"],
+                        help="bundled data set (default: ionosphere)")
+    parser.add_argument("--n-train", type=int, default=None, help="training cases, the rest held out (default: 200)")
     parser.add_argument("--likelihood", default="logistic", choices=["logistic", "probit"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--float32", action="store_true", help="run in float32 (default: float64)")
     parser.add_argument("--cache-dir", default=None,
                         help="where compiled programs are kept (default: ~/.cache/gpclass/xla)")
     parser.add_argument("--no-cache", action="store_true", help="compile every program anew, keep nothing on disk")
-    return parser.parse_args(argv)
+    _csv_job.add_arguments(parser)
+    args = parser.parse_args(argv)
+    _csv_job.check_arguments(args, parser)
+    return args
 
 
 def run(args, dtype) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 import gpclass as gpc
 
-PUBLIC_MODULES = {"datasets", "kernels", "likelihoods", "metrics", "priors", "samplers"}
+PUBLIC_MODULES = {"datasets", "kernels", "likelihoods", "metrics", "plot", "priors", "samplers"}
 
 
 def test_no_private_module_leaks_into_the_namespace():

@@ -1,0 +1,389 @@
+"""The main job on a CSV file of your own: ``python -m gpclass --csv FILE --target COLUMN``.
+
+Reads the file with the standard library's ``csv`` module (a header row naming
+the columns is required), codes the target's values as classes (two: binary
+labels -1 / +1; more: softmax Laplace with labels 0..C-1), standardises the
+features with the training statistics, fits the hyperparameters by ML-II
+(``gpc.fit``) on a held-out split or in each fold of k-fold cross-validation,
+and reports held-out metrics on stdout and, when asked, as JSON and a plot.
+
+A problem with the file is a :class:`DataError` naming the column and line;
+``main`` turns it into a one-line message and exit status 1.
+"""
+
+import csv
+import json
+import os
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import gpclass as gpc
+
+# Values read as "missing" (compared after stripping blanks, case-insensitively); "?" is UCI's marker.
+MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
+METHODS = {"laplace": gpc.Laplace, "ep": gpc.EP, "kl": gpc.KL, "jj": gpc.JaakkolaJordan}
+
+
+class DataError(ValueError):
+    """A problem with the user's data file, reported to the user as one message (no traceback)."""
+
+
+class Table(NamedTuple):
+    """The cases of a CSV file: numeric features and the target's values as they were written."""
+
+    X: np.ndarray  # (n, d) float64
+    labels: list  # n strings (stripped)
+    features: list  # d column names
+    target: str
+    columns: list  # every column of the header
+    num_rows: int  # data rows read (blank lines not counted)
+    num_dropped: int  # rows left out for a missing value (--drop-missing)
+
+
+def add_arguments(parser) -> None:
+    """The CSV job's options (the likelihood, seed, dtype and cache options are shared with the bundled job)."""
+    group = parser.add_argument_group("your own data", "fit and evaluate on a CSV file instead of a bundled data set")
+    group.add_argument("--csv", metavar="FILE", help="CSV file with a header row naming the columns")
+    group.add_argument("--target", metavar="COLUMN", help="the column holding the class labels (any values)")
+    group.add_argument("--features", metavar="A,B,C",
+                       help="comma-separated feature columns (default: every column but the target)")
+    group.add_argument("--delimiter", default=",", help="field separator (default: ',')")
+    group.add_argument("--drop-missing", action="store_true",
+                       help=f"leave out rows with a missing value ({', '.join(repr(m) for m in sorted(MISSING))}) "
+                            "in a used column instead of stopping")
+    split = group.add_mutually_exclusive_group()
+    split.add_argument("--test-fraction", type=float, default=None,
+                       help="held-out fraction of the cases, drawn with --seed (default: 0.3)")
+    split.add_argument("--folds", type=int, default=None, metavar="K", help="K-fold cross-validation instead")
+    group.add_argument("--method", default="laplace", choices=list(METHODS),
+                       help="inference: laplace, ep, kl (Gaussian KL) or jj (Jaakkola-Jordan lower bound, logistic "
+                            "only); more than two classes: laplace (softmax)")
+    group.add_argument("--ard", action="store_true", help="one length scale per feature (default: one for all)")
+    group.add_argument("--report", metavar="OUT.json", help="write the results as JSON")
+    group.add_argument("--plot", metavar="OUT.png",
+                       help="draw a reliability diagram and an error-reject curve (needs matplotlib)")
+
+
+def check_arguments(args, parser) -> None:
+    """Options of one job given to the other are usage errors (exit status 2)."""
+    csv_only = ["target", "features", "drop_missing", "test_fraction", "folds", "ard", "report", "plot"]
+    if args.csv is None:
+        given = [name for name in csv_only if getattr(args, name) not in (None, False)]
+        given += ["method"] if args.method != "laplace" else []
+        given += ["delimiter"] if args.delimiter != "," else []
+        if given:
+            parser.error(f"--{given[0].replace('_', '-')} needs --csv FILE")
+        return
+    if args.dataset is not None or args.n_train is not None:
+        parser.error("--dataset and --n-train choose a bundled data set; with --csv the file is the data")
+    if args.target is None:
+        parser.error("--csv needs --target COLUMN, the column holding the class labels")
+    if args.test_fraction is not None and not 0.0 < args.test_fraction < 1.0:
+        parser.error(f"--test-fraction must lie strictly between 0 and 1, got {args.test_fraction}")
+    if args.folds is not None and args.folds < 2:
+        parser.error(f"--folds must be at least 2, got {args.folds}")
+    if args.method == "jj" and args.likelihood != "logistic":
+        parser.error("--method jj (the Jaakkola-Jordan bound) needs --likelihood logistic")
+
+
+def main(args, enable_cache) -> None:
+    """Run the CSV job; a problem with the data exits with status 1 and a one-line message."""
+    start = time.perf_counter()
+    try:
+        table = read_csv(args.csv, args.target, _split_names(args.features), args.drop_missing, args.delimiter)
+        names, codes = class_codes(table)
+        if len(names) > 2 and args.method != "laplace":
+            raise DataError(f"{len(names)} classes: multi-class classification is softmax Laplace only "
+                            f"(--method laplace), not --method {args.method}")
+        splits = make_splits(args, codes, names)
+    except DataError as error:
+        raise SystemExit(f"python -m gpclass: error: {error}") from None
+    read_time = time.perf_counter() - start
+    enable_cache()
+    if args.float32:
+        report = run(args, table, names, codes, splits, jnp.float32)
+    else:
+        with jax.enable_x64(True):  # scoped to this job: the library sets no global configuration
+            report = run(args, table, names, codes, splits, jnp.float64)
+    report["wall_time_s"] = {"read": read_time, "total": time.perf_counter() - start}
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+        print(f"report written to {args.report}")
+
+
+def _split_names(text):
+    return None if text is None else [name.strip() for name in text.split(",") if name.strip()]
+
+
+def read_csv(path, target, features=None, drop_missing=False, delimiter=",") -> Table:
+    """Read a CSV file: the header, the numeric feature columns and the target's values as strings.
+
+    Raises :class:`DataError` for an empty file or a missing header, a target or feature not among the
+    columns, rows of the wrong length, missing values (unless ``drop_missing``), non-numeric or infinite
+    feature values: each message names the column and the first offending line.
+    """
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:  # utf-8-sig: spreadsheets write a BOM
+            reader = csv.reader(f, delimiter=delimiter)
+            header = next((row for row in reader if any(field.strip() for field in row)), None)
+            if header is None:
+                raise DataError(f"{path} is empty: the first row must be a header naming the columns")
+            rows = [(reader.line_num, row) for row in reader if any(field.strip() for field in row)]
+    except OSError as error:
+        raise DataError(f"cannot read {path}: {error.strerror or error}") from None
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise DataError(f"cannot read {path} as UTF-8 CSV: {error}") from None
+    columns = [name.strip() for name in header]
+    _check_header(path, columns)
+    if target not in columns:
+        raise DataError(f"no column {target!r} in {path}; its columns are: {', '.join(columns)}")
+    if features is None:
+        features = [name for name in columns if name != target]
+    else:
+        unknown = [name for name in features if name not in columns]
+        if unknown:
+            raise DataError(f"no column {unknown[0]!r} in {path}; its columns are: {', '.join(columns)}")
+        if target in features:
+            raise DataError(f"the target {target!r} cannot also be a feature")
+        if len(set(features)) != len(features):
+            raise DataError("--features names a column twice")
+    if not features:
+        raise DataError(f"no feature columns: {path} has only the target column {target!r}")
+    if not rows:
+        raise DataError(f"{path} has a header but no data rows")
+    for line, row in rows:
+        if len(row) != len(columns):
+            raise DataError(f"line {line} of {path} has {len(row)} fields, the header has {len(columns)}")
+
+    used = [columns.index(name) for name in [*features, target]]
+    missing = [(line, columns[j]) for line, row in rows for j in used if row[j].strip().lower() in MISSING]
+    if missing and not drop_missing:
+        num = len({line for line, _ in missing})
+        raise DataError(f"column {missing[0][1]!r} has a missing value on line {missing[0][0]} "
+                        f"({num} row{'s' * (num > 1)} in all have one); --drop-missing leaves such rows out")
+    drop = {line for line, _ in missing}
+    kept = [(line, row) for line, row in rows if line not in drop]
+    if not kept:
+        raise DataError(f"every row of {path} has a missing value in a used column")
+    X = np.empty((len(kept), len(features)))
+    for k, name in enumerate(features):
+        j = columns.index(name)
+        X[:, k] = _numeric_column(path, name, [(line, row[j].strip()) for line, row in kept])
+    labels = [row[columns.index(target)].strip() for _, row in kept]
+    return Table(X, labels, list(features), target, columns, len(rows), len(drop))
+
+
+def _check_header(path, columns) -> None:
+    if any(not name for name in columns):
+        raise DataError(f"column {columns.index('') + 1} of the header of {path} has no name")
+    duplicates = sorted({name for name in columns if columns.count(name) > 1})
+    if duplicates:
+        raise DataError(f"the header of {path} names {duplicates[0]!r} twice")
+    if all(_is_number(name) for name in columns):
+        raise DataError(f"the first row of {path} is all numbers ({', '.join(columns[:4])}"
+                        f"{', ...' if len(columns) > 4 else ''}): a header row naming the columns is required")
+
+
+def _is_number(text) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _numeric_column(path, name, values) -> np.ndarray:
+    """The column as floats; a DataError names the first value that is not a finite number."""
+    bad = [(line, text) for line, text in values if not _is_number(text)]
+    if bad:
+        raise DataError(f"column {name!r} is not numeric: {bad[0][1]!r} on line {bad[0][0]} of {path} "
+                        f"({len(bad)} such value{'s' * (len(bad) > 1)}); features must be numbers "
+                        "(choose columns with --features)")
+    out = np.array([float(text) for _, text in values])
+    if not np.all(np.isfinite(out)):
+        line, text = values[int(np.argmin(np.isfinite(out)))]
+        raise DataError(f"column {name!r} has the non-finite value {text!r} on line {line} of {path}")
+    return out
+
+
+def class_codes(table):
+    """The classes (sorted: numerically if every label is a number, else as text) and each case's code.
+
+    Two classes are coded -1, +1 (the second sorted class is +1); more are coded 0..C-1.
+    """
+    labels = table.labels
+    if all(_is_number(label) for label in labels):
+        first = {}  # a number's first spelling names its class: "1" and "1.0" are one class
+        for label in labels:
+            first.setdefault(float(label), label)
+        keys = sorted(first)
+        names = [first[k] for k in keys]
+        index = {k: i for i, k in enumerate(keys)}
+        codes = np.array([index[float(label)] for label in labels])
+    else:
+        names = sorted(set(labels))
+        index = {name: i for i, name in enumerate(names)}
+        codes = np.array([index[label] for label in labels])
+    if len(names) < 2:
+        raise DataError(f"the target column {table.target!r} has one class only ({names[0]!r}, {len(labels)} "
+                        "rows): classification needs at least two")
+    singletons = int(np.sum(np.bincount(codes) == 1))
+    if len(names) > 2 and singletons > len(names) / 2:
+        raise DataError(f"the target column {table.target!r} has {len(names)} distinct values in {len(labels)} "
+                        f"rows, {singletons} of them once only: is it a class label? (a continuous target is "
+                        "regression, not classification)")
+    if len(names) == 2:
+        return names, np.where(codes == 1, 1.0, -1.0)
+    return names, codes.astype(np.int64)
+
+
+def make_splits(args, codes, names):
+    """(train, test) index pairs: one held-out split, or the folds of k-fold cross-validation."""
+    n = len(codes)
+    if args.folds is not None:
+        if args.folds > n:
+            raise DataError(f"--folds {args.folds} is more than the {n} cases")
+        splits = gpc.datasets.kfold_indices(n, args.folds, args.seed)
+    else:
+        fraction = 0.3 if args.test_fraction is None else args.test_fraction
+        num_test = int(round(fraction * n))
+        if not 1 <= num_test <= n - 2:
+            raise DataError(f"--test-fraction {fraction} of {n} cases leaves {num_test} test and "
+                            f"{n - num_test} training cases; need at least 1 and 2")
+        perm = np.random.default_rng(args.seed).permutation(n)  # as gpc.datasets.train_test_split
+        splits = [(perm[num_test:], perm[:num_test])]
+    coded = [-1.0, 1.0] if len(names) == 2 else range(len(names))
+    for i, (train, _) in enumerate(splits):
+        absent = [name for name, c in zip(names, coded) if not np.any(codes[train] == c)]
+        if absent:
+            where = f"fold {i + 1}'s training cases have" if args.folds else "the training cases have"
+            raise DataError(f"{where} no case of class {absent[0]!r}: try another --seed or fewer folds")
+    return splits
+
+
+def run(args, table, names, codes, splits, dtype) -> dict:
+    n, d = table.X.shape
+    binary = len(names) == 2
+    method = METHODS[args.method]()
+    if binary:
+        likelihood = gpc.likelihoods.Logistic() if args.likelihood == "logistic" else gpc.likelihoods.Probit()
+        mapping = {name: int(c) for name, c in zip(names, [-1, 1])}
+    else:
+        likelihood = gpc.likelihoods.Softmax(len(names))
+        mapping = {name: c for c, name in enumerate(names)}
+    lengthscale = np.full(d, np.sqrt(d)) if args.ard else np.sqrt(d)
+    kernel = gpc.kernels.SquaredExponential(variance=jnp.asarray(1.0, dtype), lengthscale=jnp.asarray(lengthscale, dtype))
+    model = f"{args.likelihood} likelihood" if binary else f"softmax likelihood, {len(names)} classes"
+    scheme = f"{args.folds}-fold CV" if args.folds else f"{len(splits[0][0])} train / {len(splits[0][1])} test"
+    print(f"gpclass {gpc.__version__}: {args.method} ML-II on {args.csv} ({n} cases, d = {d}, {scheme}, {model}, "
+          f"{'ARD, ' if args.ard else ''}{jnp.dtype(dtype).name}), L-BFGS from sigma_f = 1, l = sqrt(d)")
+    print("classes: " + ", ".join(f"{name!r} -> {code:+d}" if binary else f"{name!r} -> {code}"
+                                  for name, code in mapping.items()))
+    if table.num_dropped:
+        print(f"left out {table.num_dropped} of {table.num_rows} rows with a missing value")
+
+    # Every case's out-of-fold prediction (held out: the test cases'), for the plot and the pooled metrics.
+    runs, pooled, tested = [], np.zeros((n,) if binary else (n, len(names))), np.zeros(n, bool)
+    for i, (train, test) in enumerate(splits):
+        record, p = _fit_and_test(args, method, kernel, likelihood, table.X, codes, train, test, i, dtype)
+        pooled[test] = p
+        tested[test] = True
+        runs.append(record)
+        label = f"fold {i + 1}/{len(splits)}: " if args.folds else ""
+        _print_run(label, record)
+
+    summary = {key: _mean_std([r["test"][key] for r in runs])
+               for key in ("error_rate", "information_bits", "mean_negative_log_probability")}
+    if args.folds:
+        print("cross-validation: " + ", ".join(f"{key.replace('_', ' ')} {s['mean']:.4f} +- {s['std']:.4f}"
+                                               for key, s in summary.items()))
+    if args.plot:
+        from . import plot  # matplotlib only when a plot is asked for
+
+        which = "out-of-fold predictions" if args.folds else "held-out predictions"
+        figure = plot.calibration_figure(codes[tested], pooled[tested], title=f"{os.path.basename(args.csv)}: {args.method}, {which}")
+        figure.savefig(args.plot, dpi=100)
+        print(f"plot written to {args.plot}")
+    counts = {name: int(np.sum(codes == c)) for name, c in mapping.items()}
+    return {
+        "gpclass_version": gpc.__version__,
+        "data": {"file": args.csv, "target": table.target, "features": table.features, "num_cases": n,
+                 "num_features": d, "rows_read": table.num_rows, "rows_dropped_missing": table.num_dropped,
+                 "class_counts": counts},
+        "task": "binary" if binary else "multiclass",
+        "class_mapping": mapping,
+        "positive_class": names[1] if binary else None,
+        "model": {"method": args.method, "likelihood": args.likelihood if binary else "softmax",
+                  "kernel": "squared_exponential", "ard": bool(args.ard), "dtype": jnp.dtype(dtype).name,
+                  "initial": {"sigma_f": 1.0, "lengthscale": float(np.sqrt(d))},
+                  "inputs": "standardised with the training cases' mean and standard deviation",
+                  "prediction": "p(y = +1) averaged over the latent Gaussian" if binary else "Monte Carlo, 10000 samples, key from --seed"},
+        "evaluation": ({"scheme": "kfold", "folds": args.folds, "seed": args.seed} if args.folds else
+                       {"scheme": "holdout", "test_fraction": len(splits[0][1]) / n, "seed": args.seed}),
+        "runs": runs,
+        "summary": summary,
+        "pooled": {"num_cases": int(tested.sum()),
+                   "error_rate": float(gpc.metrics.error_rate(codes[tested], pooled[tested])),
+                   "mean_negative_log_probability":
+                       float(gpc.metrics.mean_negative_log_probability(codes[tested], pooled[tested]))},
+        "plot": args.plot,
+    }
+
+
+def _fit_and_test(args, method, kernel, likelihood, X, codes, train, test, fold, dtype):
+    X_train, X_test = gpc.datasets.standardize(X[train], X[test])
+    X_train, X_test = jnp.asarray(X_train, dtype), jnp.asarray(X_test, dtype)
+    y_train, y_test = codes[train], codes[test]
+    start = time.perf_counter()
+    result = jax.block_until_ready(gpc.fit(method, kernel, likelihood, X_train, y_train))
+    fit_time = time.perf_counter() - start
+    if isinstance(likelihood, gpc.likelihoods.Softmax):
+        key = jax.random.fold_in(jax.random.key(args.seed), fold)
+        p = gpc.predict(result.posterior, X_test, key=key)
+    else:
+        p = gpc.predict(result.posterior, X_test)
+    p = np.asarray(jax.block_until_ready(p), np.float64)
+    predict_time = time.perf_counter() - start - fit_time
+    k, status = result.kernel, gpc.Status(int(result.status))
+    lengthscale = np.asarray(k.lengthscale, np.float64)
+    record = {
+        "fold": fold + 1 if args.folds else None,  # 1-based, as printed
+        "num_train": len(train),
+        "num_test": len(test),
+        "hyperparameters": {"sigma_f": float(np.sqrt(k.variance)),
+                            "lengthscale": lengthscale.tolist() if lengthscale.ndim else float(lengthscale)},
+        "log_marginal_likelihood": float(result.objective),
+        "fit": {"status": status.name, "message": status.message, "converged": bool(result.converged),
+                "num_steps": int(result.num_steps), "grad_norm": float(result.grad_norm),
+                "history": np.asarray(result.history)[: int(result.num_steps)].tolist()},
+        "test": {"error_rate": float(gpc.metrics.error_rate(y_test, p)),
+                 "information_bits": float(gpc.metrics.information_bits(y_test, p, y_train)),
+                 "mean_negative_log_probability": float(gpc.metrics.mean_negative_log_probability(y_test, p))},
+        "wall_time_s": {"fit": fit_time, "predict": predict_time},
+    }
+    return record, p
+
+
+def _print_run(label, record) -> None:
+    hyper, fit, test = record["hyperparameters"], record["fit"], record["test"]
+    ell = hyper["lengthscale"]
+    ell = f"{ell:.4g}" if isinstance(ell, float) else "[" + ", ".join(f"{v:.3g}" for v in ell) + "]"
+    print(f"{label}fitted: sigma_f = {hyper['sigma_f']:.4g}, lengthscale = {ell}; log marginal likelihood "
+          f"{record['log_marginal_likelihood']:.4f} ({fit['num_steps']} L-BFGS steps, stopped: "
+          f"{fit['status'].lower().replace('_', ' ')})")
+    print(f"{label}test error: {100 * test['error_rate']:.2f} % ({record['num_test']} cases)  information: "
+          f"{test['information_bits']:.3f} bits  mean NLP: {test['mean_negative_log_probability']:.4f}  "
+          f"(fit {record['wall_time_s']['fit']:.2f} s)")
+
+
+def _mean_std(values) -> dict:
+    values = np.asarray(values, np.float64)
+    return {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+            "per_run": values.tolist()}
+
