@@ -13,6 +13,7 @@ A problem with the file is a :class:`DataError` naming the column and line;
 
 import csv
 import json
+import math
 import os
 import time
 from typing import NamedTuple
@@ -112,9 +113,21 @@ def main(args, enable_cache) -> None:
     report["wall_time_s"] = {"read": read_time, "total": time.perf_counter() - start}
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
+            # Strict JSON: an infinite metric (a certain prediction that was wrong) is written as null.
+            json.dump(_finite_or_none(report), f, indent=2, allow_nan=False)
             f.write("\n")
         print(f"report written to {args.report}")
+
+
+def _finite_or_none(value):
+    """The report with every non-finite float replaced by None (JSON has no infinity or NaN)."""
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _split_names(text):

@@ -184,3 +184,11 @@ def test_reading_labels_quotes_and_byte_order_mark(tmp_path):
     np.testing.assert_array_equal(codes, [2, 1, 2, 0, 0])
     names, codes = _csv_job.class_codes(table._replace(labels=["b", "a", "b", "a", "a"]))
     assert names == ["a", "b"] and codes.tolist() == [1.0, -1.0, 1.0, -1.0, -1.0]  # the second class is +1
+
+
+def test_report_json_is_strict():
+    """An infinite metric (a certain, wrong prediction) is written as null: JSON has no infinity."""
+    from gpclass._csv_job import _finite_or_none
+    report = {"test": {"information_bits": float("-inf"), "error_rate": 0.5}, "history": [1.0, float("nan")]}
+    assert json.loads(json.dumps(_finite_or_none(report), allow_nan=False)) == {
+        "test": {"information_bits": None, "error_rate": 0.5}, "history": [1.0, None]}
