@@ -31,7 +31,9 @@ from ._inference import (
     SparseSoftmaxPosterior,
     infer,
 )
+from ._io import load, save
 from ._predict import predict, predict_latent
+from ._progress import Progress
 from ._sharding import sharded_vmap
 from ._sparse import Sparse
 from ._status import Status
@@ -55,6 +57,7 @@ __all__ = [
     "JaakkolaJordanUpper",
     "KL",
     "Laplace",
+    "Progress",
     "SVGP",
     "SVGPFit",
     "SoftmaxPosterior",
@@ -74,6 +77,7 @@ __all__ = [
     "jit",
     "kernels",
     "likelihoods",
+    "load",
     "mackay_probability",
     "metrics",
     "plot",
@@ -81,6 +85,7 @@ __all__ = [
     "predict_latent",
     "priors",
     "samplers",
+    "save",
     "sharded_vmap",
     "variational_bound",
 ]

@@ -57,6 +57,9 @@ def _parse(argv):
     parser.add_argument("--cache-dir", default=None,
                         help="where compiled programs are kept (default: ~/.cache/gpclass/xla)")
     parser.add_argument("--no-cache", action="store_true", help="compile every program anew, keep nothing on disk")
+    parser.add_argument("--progress", action="store_true",
+                        help="report each fit step on stderr while fitting (a program with a host callback, which "
+                             "the compilation cache does not keep)")
     _csv_job.add_arguments(parser)
     args = parser.parse_args(argv)
     _csv_job.check_arguments(args, parser)
@@ -77,7 +80,8 @@ def run(args, dtype) -> None:
 
     start = time.perf_counter()
     with _count_cache_hits() as cache_hits:
-        result = jax.block_until_ready(gpc.fit(gpc.Laplace(), kernel, likelihood, X_train, y_train))
+        result = jax.block_until_ready(gpc.fit(gpc.Laplace(), kernel, likelihood, X_train, y_train,
+                                                    progress=True if args.progress else None))
         fit_time = time.perf_counter() - start
         p = gpc.predict(result.posterior, X_test)
     for i, value in enumerate(np.asarray(result.history)[: int(result.num_steps)]):

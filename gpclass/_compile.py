@@ -117,7 +117,7 @@ def enable_compilation_cache(directory=None) -> pathlib.Path:
 
     Only programs without host callbacks can be stored.  gpclass's entry
     points called directly (not inside your own ``jax.jit``) compile without
-    any; ``gpc.fit(..., verbose=True)`` prints through one and is not stored.
+    any; a call with ``progress=`` reports through one and is not stored.
 
     Args:
         directory: where to keep the programs; ``None`` means

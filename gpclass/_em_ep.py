@@ -16,6 +16,7 @@ where theta maximises F at the EP posterior for theta itself.  Compare it with
 direct maximisation of the EP evidence, ``gpc.fit(gpc.EP(), ...)``.
 """
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import equinox as eqx
@@ -31,6 +32,7 @@ from ._fit import parameter_transforms
 from ._inference import EP, GaussianPosterior
 from ._inference._infer import solve_posterior
 from ._iterate import all_finite, iterate, tolerance
+from ._progress import Progress, as_progress, due, every_for, report
 from ._status import Status, raise_unless_successful
 from ._types import Array, Bool, Float, Int
 from ._validation import Checks, check_binary_labels, check_inputs
@@ -81,6 +83,7 @@ def fit_em_ep(
     m_step_gtol: float | None = None,
     verbose: bool = False,
     throw: bool = False,
+    progress: bool | Callable[[dict], None] | Progress | None = None,
 ) -> EMEPResult:
     """Fit kernel hyperparameters (and the label-flip rate) by EM-EP.
 
@@ -103,10 +106,18 @@ def fit_em_ep(
             EM step.  ``None``: 1e-7 in float64, 1e-4 in float32.
         m_step_max_steps, m_step_gtol: L-BFGS steps and gradient tolerance
             (max |dF / d log theta|) of each M-step; ``None``: 1e-6 / 1e-2.
-        verbose: print log q_EP, epsilon and the EP sweeps after every EM step.
+        verbose: ``True`` is ``progress=True`` (kept for compatibility).
+        progress: ``None`` (silent, the default), ``True`` (a line on stderr,
+            at most one every 0.5 s), a callable ``progress(info)`` called on
+            the host after the first E-step (``step`` 0) and every EM step
+            with ``info`` a dict: ``task`` ("fit_em_ep"), ``step``,
+            ``log_marginal`` (``history[step - 1]``), ``epsilon`` (NaN without
+            label noise), ``ep_sweeps``, ``done``, ``num_steps``
+            (``max_steps``); or ``gpc.Progress(...)`` (as :func:`gpclass.fit`).
         throw: raise (as :func:`gpclass.fit`) unless the status is ``CONVERGED``;
             by default it is only reported in ``EMEPResult.status``.
     """
+    progress = as_progress(True if verbose and progress is None else progress)
     if not isinstance(method, EP):
         raise ValueError(f"fit_em_ep: the E-step is expectation propagation (gpc.EP(...)); got {type(method).__name__}.")
     if not isinstance(kernel, AbstractKernel):
@@ -146,21 +157,19 @@ def fit_em_ep(
         log_params, likelihood, m_converged = m_step(s.log_params, s.posterior, s.likelihood)
         new = e_step(log_params, likelihood, s.posterior.warm_start)
         change = jnp.abs(new.log_marginal - s.posterior.log_marginal)
-        if verbose:
-            jax.debug.print(
-                "EM-EP step {i:4d}: log q_EP {z: .8e}  epsilon {e:.4f}  EP sweeps {s}",
-                i=s.steps + 1,
-                z=new.log_marginal,
-                e=getattr(likelihood, "epsilon", jnp.nan),
-                s=new.info.num_steps,
-            )
+        converged = (change <= tol * (1.0 + jnp.abs(new.log_marginal))) & new.info.converged
+        if progress is not None:
+            # Reported by problems still running (under vmap a stopped problem's steps are discarded).
+            running = ~s.converged & jnp.isfinite(s.posterior.log_marginal) & (s.steps < max_steps)
+            done = converged | ~jnp.isfinite(new.log_marginal) | (s.steps + 1 >= max_steps)
+            _report(progress, running & due(s.steps + 1, every, done), s.steps + 1, done, new, likelihood)
         return _EMState(
             log_params=log_params,
             likelihood=likelihood,
             posterior=new,
             steps=s.steps + 1,
             history=s.history.at[s.steps].set(new.log_marginal),
-            converged=(change <= tol * (1.0 + jnp.abs(new.log_marginal))) & new.info.converged,
+            converged=converged,
             m_ok=s.m_ok & m_converged,
         )
 
@@ -168,6 +177,13 @@ def fit_em_ep(
         return s.converged, ~jnp.isfinite(s.posterior.log_marginal)  # not finite: stop (FAILED)
 
     log_params = to_free(params)
+    every = None if progress is None else every_for(progress, max_steps)
+
+    def _report(progress, when, step, done, posterior, likelihood):
+        report(progress, "fit_em_ep", when, step, done, total=max_steps, log_marginal=posterior.log_marginal,
+               epsilon=getattr(likelihood, "epsilon", jnp.asarray(jnp.nan, X.dtype)),
+               ep_sweeps=posterior.info.num_steps)
+
     start = _EMState(
         log_params=log_params,
         likelihood=likelihood,
@@ -177,6 +193,7 @@ def fit_em_ep(
         converged=jnp.asarray(False),
         m_ok=jnp.asarray(True),
     )
+    _report(progress, True, 0, max_steps == 0, start.posterior, likelihood)
     end = iterate(step, terminate, start, max_steps=max_steps, finite=lambda s: jnp.isfinite(s.posterior.log_marginal))
     s = end.state
     result = EMEPResult(

@@ -56,6 +56,7 @@ from ._errors import entry_point
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import apply_mask, prior_covariance, solve
 from ._iterate import tolerance
+from ._progress import Progress, as_progress, due, every_for, report
 from ._sparse import Sparse
 from ._status import Status, raise_unless_successful, successful
 from ._types import Array, Float, Int
@@ -113,6 +114,7 @@ def fit(
     throw: bool = False,
     key=None,
     mask=None,
+    progress: bool | Callable[[dict], None] | Progress | None = None,
     verbose: bool = False,
 ) -> FitResult:
     """Maximise log q(y|X, theta) [+ log p(theta)] over the log hyperparameters.
@@ -159,7 +161,20 @@ def fit(
             ragged data sets under ``vmap``), as in :func:`gpclass.infer`.
         key: PRNG key for methods with randomness (the same key every step,
             so the objective stays a deterministic function of theta).
-        verbose: print the objective after every step (``jax.debug.print``).
+        progress: ``None`` (silent, the default), ``True`` (a line on stderr
+            per step, at most one every 0.5 s, the start and the last always),
+            a callable ``progress(info)`` called on the host after every step
+            with ``info`` a dict: ``task`` ("fit"), ``step`` (0 for the
+            start, then 1, 2, ...: ``info["objective"]`` at step i is
+            ``history[i - 1]``), ``objective``, ``grad_norm`` (max |projected
+            gradient|), ``improved`` (whether the step made progress),
+            ``status`` (the :class:`gpclass.Status` code once ``done``, else
+            -1), ``done``, ``num_steps`` (``max_steps``); or
+            ``gpc.Progress(fn, every=k, seconds=s)`` to thin the reports.
+            Through a host callback (``jax.debug.callback``; under ``vmap``
+            once per problem): the program is then not stored by JAX's
+            persistent cache.  See ``gpclass._progress``.
+        verbose: ``True`` is ``progress=True`` (kept for compatibility).
 
     Wrapped in ``eqx.filter_jit`` with gpclass's XLA options
     (:func:`gpclass.jit`): non-array arguments (``optimizer``, ``log_prior``,
@@ -167,6 +182,7 @@ def fit(
     compilation.
     """
     method.check_ml2()
+    progress = as_progress(True if verbose and progress is None else progress)
     checks = Checks()
     X = check_inputs(X, checks=checks)
     y, _ = apply_mask(method, likelihood, likelihood.check_labels(y, X.shape[0], X.dtype, checks), mask, checks)
@@ -234,6 +250,7 @@ def fit(
         return pg_norm, jnp.where(jnp.isfinite(value), code, Status.FAILED).astype(jnp.int32)
 
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
+    every = None if progress is None else every_for(progress, max_steps)
     solution0 = _zeros_like_output(negative_objective, z0, None)[1]
     state = _Loop(
         z=z0, value=jnp.zeros((), dtype), grad=jnp.zeros_like(z0), solution=solution0,
@@ -254,21 +271,25 @@ def fit(
         _, new_value, _, _ = candidate
         change = s.value - new_value  # NaN or -inf at an infeasible point
         # L-BFGS must raise the objective; fixed-step optimisers such as Adam need only change it.
-        progress = found & ((change if strategy.monotone else jnp.abs(change)) > ftol * (1.0 + jnp.abs(s.value)))
-        accept = first | (progress if strategy.monotone else found)
+        progress_made = found & ((change if strategy.monotone else jnp.abs(change)) > ftol * (1.0 + jnp.abs(s.value)))
+        accept = first | (progress_made if strategy.monotone else found)
         step_done = done & ~first
         z, value, grad, solution = optax.tree.where(done & accept, candidate, (s.z, s.value, s.grad, s.solution))
         # Without progress, restart the optimiser from the last point; twice in a row: stalled.
-        memory = optax.tree.where(step_done & ~progress, strategy.memory_init(z), s.memory)
+        memory = optax.tree.where(step_done & ~progress_made, strategy.memory_init(z), s.memory)
         active = box.active_set(z, grad, lo, hi)
         grad_norm, code = gradient_test(z, grad, value, active)
         limit = jnp.where(first, 0, s.steps + 1)
-        code = jnp.where(step_done & (code == _RUNNING) & ~progress & s.restarted, Status.STALLED, code)
+        code = jnp.where(step_done & (code == _RUNNING) & ~progress_made & s.restarted, Status.STALLED, code)
         code = jnp.where((code == _RUNNING) & (limit >= max_steps), Status.MAX_STEPS, code)
         code = jnp.where(done, code, _RUNNING).astype(jnp.int32)
         history = jnp.where(step_done, s.history.at[s.steps].set(-value), s.history)
-        if verbose:
-            lax.cond(step_done, _print_step, lambda *a: None, s.steps + 1, -value, grad_norm, progress)
+        if progress is not None:
+            # Reported from the running problems only: under vmap a stopped problem's iterations are discarded.
+            step, stopped = s.steps + step_done, code != _RUNNING
+            report(progress, "fit", (s.code == _RUNNING) & done & due(step, every, stopped), step, stopped,
+                   total=max_steps, objective=-value, grad_norm=grad_norm, improved=progress_made,
+                   status=code)
         new_search, new_memory = strategy.begin(
             z, value, grad, active, memory, solution, line_objective(solution.warm_start)
         )
@@ -276,7 +297,7 @@ def fit(
         return _Loop(
             z=z, value=value, grad=grad, solution=solution, search=search, memory=memory,
             steps=s.steps + step_done, history=history, code=code,
-            restarted=jnp.where(step_done, ~progress, s.restarted), started=jnp.asarray(True),
+            restarted=jnp.where(step_done, ~progress_made, s.restarted), started=jnp.asarray(True),
         )
 
     s = lax.while_loop(lambda s: s.code == _RUNNING, iteration, state)
@@ -346,13 +367,6 @@ class _OptaxSteps:
 def _zeros_like_output(fn, *args):
     """Zeros of the structure, shapes and dtypes ``fn(*args)`` returns, without running it."""
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *args))
-
-
-def _print_step(step, objective, grad_norm, progress):
-    jax.debug.print(
-        "fit step {i:4d}: objective {v: .10e}  max|projected grad| {g:.2e}  progress {p}",
-        i=step, v=objective, g=grad_norm, p=progress,
-    )
 
 
 def _box(params, tree, bounds, dtype):

@@ -1,5 +1,7 @@
 """Training an :class:`gpclass.SVGP` (binary or softmax) on minibatches streamed from host memory, with optax."""
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -10,6 +12,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from . import _svgp
 from ._compile import filter_jit
 from ._fit import parameter_transforms
+from ._progress import Progress, as_progress, every_for
 from ._status import Status
 from ._svgp import SVGP
 from ._types import Array, Float, Int
@@ -44,6 +47,7 @@ def fit_svgp(
     natural_gradient_step: float | None = None,
     devices=None,
     print_every: int | None = None,
+    progress: bool | Callable[[dict], None] | Progress | None = None,
 ) -> SVGPFit:
     """Maximise the (minibatch) ELBO of ``model`` over q(v), the inducing inputs and the log hyperparameters.
 
@@ -73,7 +77,15 @@ def fit_svgp(
             multiple of their number) and the parameters are replicated; the
             compiled step then sums the ELBO's data term across devices (data
             parallelism, one all-reduce per step).
-        print_every: print the step and its ELBO estimate every so many steps.
+        print_every: print the step and its ELBO estimate every so many steps (stdout).
+        progress: ``None`` (silent, the default), ``True`` (a line on stderr,
+            at most one every 0.5 s), a callable ``progress(info)`` called
+            after every step with ``info`` a dict: ``task`` ("fit_svgp"),
+            ``step`` (1, 2, ...), ``elbo`` (``elbo[step - 1]``, the estimate
+            before that step's update), ``done``, ``num_steps``; or
+            ``gpc.Progress(fn, every=k, seconds=s)`` (as :func:`gpclass.fit`).
+            The loop runs in Python, so this is a plain call, no callback in
+            the compiled step.
     """
     X, y = _check_data(model, X, y)
     settings = (model.jitter, model.estimator, model.num_samples)
@@ -115,6 +127,8 @@ def fit_svgp(
                                                           NamedSharding(mesh, PartitionSpec()))
         place = lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec("cases")))  # noqa: E731
     values, batches_per_epoch, status = [], n // batch, Status.MAX_STEPS
+    progress = as_progress(progress)
+    every = None if progress is None else every_for(progress, num_steps)
     for i in range(num_steps):
         epoch, position = divmod(i, batches_per_epoch)
         if position == 0:
@@ -124,7 +138,11 @@ def fit_svgp(
                                      None if sample_key is None else np.uint32(i))
         value = float(value)  # the ELBO estimate at the current parameters, before this step's update
         values.append(value)
-        if not np.isfinite(value):
+        finite, last = np.isfinite(value), i + 1 == num_steps
+        if progress is not None and (i <= 0 or (i + 1) % every == 0 or last or not finite):
+            progress.receive(dict(task="fit_svgp", step=i + 1, num_steps=num_steps, elbo=value,
+                                  done=bool(last or not finite)))
+        if not finite:
             status = Status.FAILED
             break
         if print_every and (i + 1) % print_every == 0:

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import logsumexp
 
+from .._progress import as_progress, due, every_for, report
 from .._status import finite_status
 from ._base import AbstractInference
 from ._posterior import SamplerInfo, SampleSolution
@@ -30,6 +31,12 @@ class AIS(AbstractInference):
         exponent: the schedule tau(t) = (t / T)^exponent (Kuss & Rasmussen: 4).
         steps_per_temperature: Markov steps at each temperature.
         sampler, jitter: as for :class:`MCMC`.
+        progress: ``None`` (silent), ``True`` (a line on stderr at most every
+            0.5 s), a callable ``progress(info)`` or ``gpc.Progress(...)``:
+            about 100 reports per run by default, ``info`` with ``task``
+            ("AIS"), ``step`` (the temperature index t), ``num_steps`` (T),
+            ``log_weight`` (the run's log weight so far), ``done``.  The runs
+            are vmapped: each report comes once per run.
 
     The result's ``log_marginal`` is log((1/R) sum_r w_r) and ``log_marginal_se``
     its Monte Carlo standard error by the delta method,
@@ -46,6 +53,7 @@ class AIS(AbstractInference):
     steps_per_temperature: int = eqx.field(static=True, default=1)
     sampler: AbstractSampler = EllipticalSlice()
     jitter: float = eqx.field(static=True, default=1e-10)
+    progress: object = eqx.field(static=True, default=None)
 
     def check_ml2(self):
         raise ValueError(
@@ -63,6 +71,9 @@ class AIS(AbstractInference):
         n = K.shape[0]
         L = prior_factor(K, self.jitter)
         taus = self.schedule(K.dtype)
+        progress = as_progress(self.progress)
+        T = self.num_temperatures
+        every = None if progress is None else every_for(progress, T, default_reports=100)
 
         def log_likelihood(g):
             return jnp.sum(likelihood.log_prob(y, L @ g))
@@ -81,6 +92,7 @@ class AIS(AbstractInference):
 
                 keys = jax.random.split(jax.random.fold_in(key_anneal, t), self.steps_per_temperature)
                 state, info = lax.scan(move, kernel_init(g), keys)
+                report(progress, "AIS", due(t, every, t == T), t, t == T, total=T, log_weight=log_w)
                 return (state.position, state.log_likelihood, log_w), info
 
             start = (g0, log_likelihood(g0), jnp.zeros((), K.dtype))

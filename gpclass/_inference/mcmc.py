@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._progress import as_progress, due, every_for, report
 from .._status import finite_status
 from ._base import AbstractInference
 from ._posterior import SamplerInfo, SampleSolution
@@ -33,6 +34,13 @@ class MCMC(AbstractInference):
         thin: keep every ``thin``-th step.
         jitter: ``jitter * mean(diag K)`` is added to the diagonal of K before
             whitening (the samples and the predictions use the same jittered prior).
+        progress: ``None`` (silent), ``True`` (a line on stderr at most every
+            0.5 s), a callable ``progress(info)`` or ``gpc.Progress(...)``:
+            about 100 reports per chain by default, ``info`` with ``task``
+            ("MCMC"), ``step`` (warm-up steps, then kept samples, counted
+            together), ``num_steps`` (num_warmup + num_samples),
+            ``log_likelihood`` (the chain's log p(y|f) now), ``done``.  The
+            chains are vmapped: each report comes once per chain.
     """
 
     sampler: AbstractSampler = EllipticalSlice()
@@ -41,6 +49,7 @@ class MCMC(AbstractInference):
     num_chains: int = eqx.field(static=True, default=4)
     thin: int = eqx.field(static=True, default=1)
     jitter: float = eqx.field(static=True, default=1e-10)
+    progress: object = eqx.field(static=True, default=None)
 
     def check_ml2(self):
         raise ValueError(
@@ -62,19 +71,35 @@ class MCMC(AbstractInference):
         if start.shape != shape:
             raise ValueError(f"MCMC init must have shape (num_chains, n) = {shape} (whitened latents); got {start.shape}.")
 
+        progress = as_progress(self.progress)
+        total = self.num_warmup + self.num_samples
+        every = None if progress is None else every_for(progress, total, default_reports=100)
+
+        def reported(state, step):
+            report(progress, "MCMC", due(step, every, step == total), step, step == total, total=total,
+                   log_likelihood=state.log_likelihood)
+            return state
+
         def chain(key, g0):
             key_warmup, key_samples = jax.random.split(key)
 
             def advance(state, key):
                 return kernel_step(key, state)
 
-            state, _ = lax.scan(advance, kernel_init(g0), jax.random.split(key_warmup, self.num_warmup))
+            def warmup(state, key_and_step):
+                state, info = advance(state, key_and_step[0])
+                return reported(state, key_and_step[1]), info
 
-            def keep(state, key):
-                state, info = lax.scan(advance, state, jax.random.split(key, self.thin))
-                return state, (state.position, info)
+            steps = jnp.arange(1, total + 1)
+            state, _ = lax.scan(warmup, kernel_init(g0), (jax.random.split(key_warmup, self.num_warmup),
+                                                          steps[:self.num_warmup]))
 
-            state, (positions, info) = lax.scan(keep, state, jax.random.split(key_samples, self.num_samples))
+            def keep(state, key_and_step):
+                state, info = lax.scan(advance, state, jax.random.split(key_and_step[0], self.thin))
+                return reported(state, key_and_step[1]), (state.position, info)
+
+            state, (positions, info) = lax.scan(keep, state, (jax.random.split(key_samples, self.num_samples),
+                                                              steps[self.num_warmup:]))
             return positions, info, state.position
 
         positions, info, last = jax.vmap(chain)(jax.random.split(key, self.num_chains), start)

@@ -1,0 +1,157 @@
+"""gpc.save / gpc.load: every kind of result round-trips exactly, loads in a new process and predicts there
+bit for bit, keeps float32 as float32, refuses float64 without x64, and says what is wrong with a bad file."""
+
+import io
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import standardised_subset
+
+import gpclass as gpc
+
+load, save = gpc.load, gpc.save
+
+X, y = standardised_subset("crabs", 0, n=30)
+KERNEL = gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(1.5))
+LIK = gpc.likelihoods.Logistic()
+
+
+def classes(n_classes=3):
+    """Labels 0..2 on the same inputs: the first two principal directions cut into three classes."""
+    score = X[:, 0] + X[:, 1]
+    return np.digitize(score, np.quantile(score, [1 / 3, 2 / 3])).astype(np.int32)
+
+
+def round_trip(obj):
+    buffer = io.BytesIO()
+    save(buffer, obj)
+    buffer.seek(0)
+    return load(buffer), buffer.getvalue()
+
+
+def assert_identical(a, b):
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        assert type(u) is type(v) and u.dtype == v.dtype and u.shape == v.shape
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+
+
+def filled(make):
+    """What ``make()`` returns, its structure and static parts real (traced, not compiled), its arrays random
+    numbers of the right shapes and dtypes: a round trip must reproduce every bit of any values."""
+    rng = np.random.default_rng(0)
+    shapes = jax.eval_shape(make)
+    return jax.tree.map(lambda s: jnp.asarray(rng.normal(size=s.shape) * 10).astype(s.dtype), shapes)
+
+
+def results():
+    Z = X[:6]
+    softmax = gpc.likelihoods.Softmax(3)
+    return {
+        "GaussianPosterior (EP)": filled(lambda: gpc.infer(gpc.EP(), KERNEL, gpc.likelihoods.Probit(), X, y)),
+        "SoftmaxPosterior": filled(lambda: gpc.infer(gpc.Laplace(), KERNEL, softmax, X, classes())),
+        "SparsePosterior": filled(lambda: gpc.infer(gpc.Laplace(), gpc.Sparse(KERNEL, Z), LIK, X, y)),
+        "SparseSoftmaxPosterior": filled(lambda: gpc.infer(gpc.Laplace(), gpc.Sparse(KERNEL, Z), softmax, X,
+                                                           classes())),
+        "SamplePosterior (AIS)": filled(lambda: gpc.infer(gpc.AIS(num_temperatures=4, num_runs=2), KERNEL,
+                                                          gpc.likelihoods.Probit(), X, y, key=jax.random.key(0))),
+        "FitResult": filled(lambda: gpc.fit(gpc.Laplace(), KERNEL, LIK, X, y)),
+        "EMEPResult": filled(lambda: gpc.fit_em_ep(gpc.EP(), KERNEL + gpc.kernels.White(np.float64(0.1)),
+                                                   gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(),
+                                                                              np.float64(0.1)), X, y)),
+        "SVGP": gpc.SVGP.at_prior(KERNEL, LIK, Z),
+        "SVGP softmax, float32": gpc.SVGP.at_prior(gpc.kernels.SquaredExponential(np.float32(1), np.float32(2)),
+                                                   softmax, Z.astype(np.float32)),
+    }
+
+
+def test_every_result_round_trips_exactly_and_pickles():
+    for name, obj in results().items():
+        loaded, data = round_trip(obj)
+        assert type(loaded) is type(obj), name
+        assert_identical(loaded, obj)
+        assert_identical(pickle.loads(pickle.dumps(obj)), obj)
+        header = json.loads(data.split(b"\n", 1)[0])
+        assert header["format"] == "gpclass" and header["type"].endswith(type(obj).__name__), name
+
+
+def test_new_process_predicts_bit_for_bit_and_float64_needs_x64(tmp_path):
+    """Saved here, loaded in a new Python: a posterior and an SVGP predict exactly what they predict here.
+    The new process first runs without x64: a float32 model loads as float32, a float64 file is refused."""
+    post = gpc.infer(gpc.Laplace(), KERNEL, LIK, X, y)
+    svgp = gpc.SVGP.at_prior(KERNEL, LIK, X[:6])
+    small = gpc.SVGP.at_prior(gpc.kernels.SquaredExponential(np.float32(1.0), np.float32(2.0)), LIK,
+                              X[:6].astype(np.float32))
+    save(tmp_path / "post.gpc", post)
+    save(tmp_path / "svgp.gpc", svgp)
+    save(tmp_path / "f32.gpc", small)
+    np.save(tmp_path / "X.npy", X)
+    script = textwrap.dedent(
+        f"""
+        import pathlib, jax, numpy as np
+        import gpclass as gpc
+        load = gpc.load
+        d = pathlib.Path({str(tmp_path)!r})
+        small = load(d / "f32.gpc")
+        assert {{leaf.dtype.name for leaf in jax.tree.leaves(small)}} == {{"float32"}}, jax.tree.leaves(small)
+        try:
+            load(d / "post.gpc")
+            raise SystemExit("a float64 file loaded without x64")
+        except ValueError as e:
+            assert "64-bit" in str(e) and "jax_enable_x64" in str(e), e
+        jax.config.update("jax_enable_x64", True)
+        X = np.load(d / "X.npy")
+        post, svgp = load(d / "post.gpc"), load(d / "svgp.gpc")
+        np.save(d / "out.npy", np.stack([gpc.predict(post, X), *gpc.predict_latent(post, X),
+                                         gpc.predict(svgp, X)]))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    there = np.load(tmp_path / "out.npy")
+    here = np.stack([gpc.predict(post, X), *gpc.predict_latent(post, X), gpc.predict(svgp, X)])
+    np.testing.assert_array_equal(there, here)
+    assert there.dtype == np.float64
+
+
+def corrupt(data: bytes, edit) -> bytes:
+    line, rest = data.split(b"\n", 1)
+    header = json.loads(line)
+    edit(header)
+    return json.dumps(header).encode() + b"\n" + rest
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda data: b"", "not a gpclass file"),
+        (lambda data: b"\x93NUMPY\x01\x00" + data[:100], "not a gpclass file"),
+        (lambda data: b'{"format": "other"}\n' + data, "not a gpclass file"),
+        (lambda data: corrupt(data, lambda h: h.update(format_version=99)), "format version 99"),
+        (lambda data: corrupt(data, lambda h: h["arrays"][3].update(shape=[29])), "do not match the header"),
+        (lambda data: corrupt(data, lambda h: h["arrays"][3].update(dtype="float32")), "do not match the header"),
+        (lambda data: corrupt(data, lambda h: h["arrays"].pop()), "structure mismatch"),
+        (lambda data: corrupt(data, lambda h: h.update(skeleton_bytes=h["skeleton_bytes"] - 7)),
+         "structure could not be rebuilt"),
+        (lambda data: data[:-40], "do not match the header"),
+        (lambda data: data + b"\0", "after the last array"),
+    ],
+    ids=["empty", "npy file", "other format", "newer version", "wrong shape", "wrong dtype", "array count",
+         "skeleton length", "truncated", "trailing data"],
+)
+def test_bad_files_are_clear_errors(make, message):
+    buffer = io.BytesIO()
+    save(buffer, gpc.SVGP.at_prior(KERNEL, LIK, X[:6]))
+    with pytest.raises(ValueError, match=message):
+        load(io.BytesIO(make(buffer.getvalue())))
+
+
+def test_prng_keys_are_refused_with_advice():
+    with pytest.raises(ValueError, match="key_data"):
+        save(io.BytesIO(), {"key": jax.random.key(0), "x": jnp.zeros(2)})
