@@ -13,6 +13,18 @@ import pytest
 import gpclass as gpc
 
 
+def assert_directional_derivatives(value_and_grad, params, *, seed=0, directions=2, h=1e-5, rtol=2e-5, atol=1e-6):
+    """The gradient of a compiled ``value_and_grad`` against central differences along random directions."""
+    _, grad = value_and_grad(params)
+    rng = np.random.default_rng(seed)
+    for _ in range(directions):
+        u = jax.tree.map(lambda p: rng.normal(size=np.shape(p)), params)
+        plus = value_and_grad(jax.tree.map(lambda p, d: p + h * d, params, u))[0]
+        minus = value_and_grad(jax.tree.map(lambda p, d: p - h * d, params, u))[0]
+        directional = sum(float(jnp.vdot(g, d)) for g, d in zip(jax.tree.leaves(grad), jax.tree.leaves(u)))
+        np.testing.assert_allclose(directional, (plus - minus) / (2 * h), rtol=rtol, atol=atol)
+
+
 def standardised_subset(name, seed, n=60):
     """n standardised cases of a bundled real data set (a real, small problem)."""
     X, y = gpc.datasets.load(name)

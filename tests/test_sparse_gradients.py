@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import assert_directional_derivatives
 from test_sparse import LOGISTIC, PROBIT, X, Y, Z
 
 import gpclass as gpc
@@ -35,12 +36,4 @@ def test_gradients_match_finite_differences(method, likelihood, approximation, l
     """d log q / d (log sigma_f^2, log l, Z) along random directions, including every inducing coordinate."""
     fn = _value_and_grad(method, likelihood, approximation)
     params = (np.float64(log_v), np.float64(log_l), np.asarray(Z))
-    _, grad = fn(params)
-    rng = np.random.default_rng(0)
-    for _ in range(2):
-        u = jax.tree.map(lambda p: rng.normal(size=np.shape(p)), params)
-        h = 1e-5
-        plus = fn(jax.tree.map(lambda p, d: p + h * d, params, u))[0]
-        minus = fn(jax.tree.map(lambda p, d: p - h * d, params, u))[0]
-        directional = sum(float(jnp.vdot(g, d)) for g, d in zip(jax.tree.leaves(grad), jax.tree.leaves(u)))
-        np.testing.assert_allclose(directional, (plus - minus) / (2 * h), rtol=2e-5, atol=1e-6)
+    assert_directional_derivatives(fn, params, seed=0)

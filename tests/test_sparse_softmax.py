@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import standardised_subset
+from conftest import assert_directional_derivatives, standardised_subset
 
 import gpclass as gpc
 from gpclass._inference._infer import solve
@@ -107,15 +107,7 @@ def test_gradients_match_finite_differences(approximation, log_v):
     """d log q / d (log sigma_f^2, log l, Z) along random directions through every inducing coordinate."""
     fn = _value_and_grad(approximation)
     params = (np.float64(log_v), np.float64(np.log(3.0)), np.asarray(Z))
-    _, grad = fn(params)
-    rng = np.random.default_rng(1)
-    for _ in range(2):
-        u = jax.tree.map(lambda p: rng.normal(size=np.shape(p)), params)
-        h = 1e-5
-        plus = fn(jax.tree.map(lambda p, d: p + h * d, params, u))[0]
-        minus = fn(jax.tree.map(lambda p, d: p - h * d, params, u))[0]
-        directional = sum(float(jnp.vdot(g, d)) for g, d in zip(jax.tree.leaves(grad), jax.tree.leaves(u)))
-        np.testing.assert_allclose(directional, (plus - minus) / (2 * h), rtol=2e-5, atol=1e-6)
+    assert_directional_derivatives(fn, params, seed=1)
 
 
 def test_stiff_prior_converges_to_the_dense_solution():
