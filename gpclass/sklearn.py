@@ -1,0 +1,401 @@
+"""A scikit-learn estimator: ``gpclass.sklearn.GaussianProcessClassifier``.
+
+    from gpclass.sklearn import GaussianProcessClassifier
+    clf = GaussianProcessClassifier(method="ep", likelihood="probit").fit(X, y)
+    clf.predict_proba(X_test), clf.score(X_test, y_test)
+
+It follows ``sklearn.gaussian_process.GaussianProcessClassifier`` (ML-II
+hyperparameters, any label values, ``predict_proba``, one-vs-rest for many
+classes) and checks its inputs with scikit-learn's own validation.
+scikit-learn is an optional dependency of gpclass: this module needs it
+(``pip install scikit-learn``, version 1.6 or later), the rest of gpclass does not.
+
+Precision.  The library never sets global configuration, so the estimator runs
+each of its calls inside ``jax.enable_x64(dtype == "float64")``, a context that
+is undone on return: with ``dtype="float64"`` (the default) fits and
+predictions are in float64 whatever the process's ``jax_enable_x64`` is, and
+``dtype="float32"`` runs in float32 even where x64 is on globally.  Outputs are
+NumPy arrays; fitted models are stored with NumPy leaves, so a fitted estimator
+pickles.
+
+Multi-class probabilities (``multi_class="softmax"``) are the softmax averaged
+over the latent Gaussian of each test point by Monte Carlo (GPML Algorithm
+3.4) with ``mc_samples`` draws in antithetic pairs.  The same standard-normal
+draws, taken from ``random_state`` at ``fit``, serve every test point (common
+random numbers), so a point's probabilities depend on that point alone: not on
+the batch it is predicted in or its position there, and the same on every call.
+Their error is random, standard deviation at most ``0.5 / sqrt(mc_samples)``.
+
+Sample weights are whole numbers, meaning repeated cases: a weight k >= 0 fits
+the model to k copies of the case (0 leaves it out).  This is exact for every
+method (copies of one input have one latent value under the prior), costs
+what the repeated data set costs, and is what scikit-learn's checks ask of a
+weight.  A fractional weight has no such meaning here and is an error.
+"""
+
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.utils import check_random_state
+    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+except ImportError as error:  # pragma: no cover - exercised only without scikit-learn
+    raise ImportError(
+        "gpclass.sklearn needs scikit-learn 1.6 or later, an optional dependency of gpclass: "
+        "pip install scikit-learn"
+    ) from error
+
+from ._compile import filter_jit
+from ._fit import fit as _fit
+from ._inference import EP, KL, JaakkolaJordan, Laplace, infer
+from ._predict import predict_latent as _predict_latent
+from ._status import Status
+from .kernels import AbstractKernel, SquaredExponential
+from .likelihoods import Logistic, Probit, Softmax
+
+__all__ = ["EXPECTED_FAILED_CHECKS", "GaussianProcessClassifier"]
+
+#: The scikit-learn estimator checks that GaussianProcessClassifier fails by design, with the reason; pass it on:
+#: ``check_estimator(GaussianProcessClassifier(), expected_failed_checks=EXPECTED_FAILED_CHECKS)``.
+EXPECTED_FAILED_CHECKS = {
+    "check_decision_proba_consistency": (
+        "decision_function is the latent mean E[f*]; predict_proba averages the sigmoid over the latent Gaussian, "
+        "whose variance differs between test points, so a point with a larger mean but a larger variance can have "
+        "a smaller probability: the two orders need not agree (they agree in sign: p > 1/2 exactly when E[f*] > 0)."
+    ),
+}
+
+_METHODS = {"laplace": Laplace, "ep": EP, "kl": KL, "jj": JaakkolaJordan}
+_LIKELIHOODS = {"logistic": Logistic, "probit": Probit}
+
+
+class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
+    """Gaussian-process classification with a scikit-learn interface.
+
+    Parameters:
+        kernel: a gpclass kernel (the start of ML-II, or the kernel itself with
+            ``optimize=False``); ``None`` means
+            ``gpc.kernels.SquaredExponential(variance=1, lengthscale=sqrt(d))``
+            for d input features (the README's start). Its parameters are cast
+            to ``dtype``.
+        method: ``"laplace"``, ``"ep"``, ``"kl"`` or ``"jj"`` (``gpc.Laplace()``,
+            ``gpc.EP()``, ``gpc.KL()``, ``gpc.JaakkolaJordan()``: the lower bound,
+            logistic only), or one of those objects configured as you like.
+        likelihood: ``"logistic"`` or ``"probit"``.
+        ard: with the default kernel, one length scale per feature.
+        optimize: fit the kernel's hyperparameters by ML-II (``gpc.fit``, box-aware
+            L-BFGS); ``False`` keeps the kernel as given (``gpc.infer``).
+        max_steps: the largest number of ML-II steps.
+        multi_class: for more than two classes, ``"softmax"`` (one model,
+            ``gpc.likelihoods.Softmax(C)``, C latent GPs sharing the kernel;
+            Laplace and the logistic only) or ``"one_vs_rest"`` (one binary model
+            per class, each with its own hyperparameters; probabilities
+            normalised to sum to one, as scikit-learn does).
+        dtype: ``"float64"`` or ``"float32"``: the precision of every computation.
+        mc_samples: Monte Carlo draws for softmax probabilities (see the module notes).
+        random_state: seeds those draws (an int, a ``numpy.random.RandomState`` or
+            ``None``); nothing else is random.
+
+    Fitted attributes:
+        classes_: the sorted labels (any values, strings too); ``n_features_in_``
+            (and ``feature_names_in_`` for data frames) as in scikit-learn.
+        posterior_: the gpclass posterior (``gpc.GaussianPosterior``,
+            ``gpc.SoftmaxPosterior``; one-vs-rest: a tuple of one per class),
+            usable with ``gpc.predict`` and ``gpc.predict_latent``.
+        kernel_: the fitted kernel (one-vs-rest: a tuple of one per class).
+        log_marginal_likelihood_value_: the method's approximate log marginal
+            likelihood at ``kernel_`` (one-vs-rest: the mean over the classes'
+            models, as scikit-learn reports it).
+        fit_status_: a ``gpc.Status``: why ML-II stopped (``optimize=True``) or
+            why the inner solver stopped (one-vs-rest: a tuple, one per class).
+            Anything but CONVERGED or AT_BOUND also gives a ``ConvergenceWarning``.
+    """
+
+    def __init__(
+        self,
+        kernel=None,
+        *,
+        method="laplace",
+        likelihood="logistic",
+        ard=False,
+        optimize=True,
+        max_steps=100,
+        multi_class="softmax",
+        dtype="float64",
+        mc_samples=2000,
+        random_state=None,
+    ):
+        self.kernel = kernel
+        self.method = method
+        self.likelihood = likelihood
+        self.ard = ard
+        self.optimize = optimize
+        self.max_steps = max_steps
+        self.multi_class = multi_class
+        self.dtype = dtype
+        self.mc_samples = mc_samples
+        self.random_state = random_state
+
+    # ---------------------------------------------------------------- fitting
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit the hyperparameters (``optimize=True``) and the posterior to ``(X, y)``."""
+        dtype = self._checked_dtype()
+        method, likelihood = self._checked_method(), self._checked_likelihood()
+        for name in ("max_steps", "mc_samples"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        if self.multi_class not in ("softmax", "one_vs_rest"):
+            raise ValueError(f"multi_class must be 'softmax' or 'one_vs_rest'; got {self.multi_class!r}.")
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        X, y = _repeat_by_weight(X, y, sample_weight)
+        self.classes_, y_index = np.unique(y, return_inverse=True)
+        num_classes = len(self.classes_)
+        if num_classes < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs cases of at least 2 classes, but the data contain only one class "
+                f"({self.classes_[0]!r}): ML-II has no finite maximiser there, and the classifier would be constant."
+            )
+        softmax = num_classes > 2 and self.multi_class == "softmax"
+        if softmax and not isinstance(method, Laplace):
+            raise ValueError(
+                f"multi_class='softmax' (for {num_classes} classes) needs method='laplace', the one method for the "
+                f"softmax likelihood; got {self.method!r}. Use multi_class='one_vs_rest' with other methods."
+            )
+        if softmax and not isinstance(likelihood, Logistic):
+            raise ValueError(
+                "multi_class='softmax' is the multi-class logistic model; for likelihood='probit' with "
+                f"{num_classes} classes use multi_class='one_vs_rest'."
+            )
+        if isinstance(method, JaakkolaJordan) and not isinstance(likelihood, Logistic):
+            raise ValueError("method='jj' (the Jaakkola-Jordan bound) is for likelihood='logistic' only.")
+        X = X.astype(dtype)
+        with _precision(dtype):
+            kernel = self._initial_kernel(X.shape[1], dtype)
+            if softmax:
+                models = [self._fit_one(method, kernel, Softmax(num_classes), X, y_index.astype(dtype))]
+            elif num_classes == 2:
+                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype))]
+            else:  # one vs rest: one compiled program serves every class (same shapes)
+                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype))
+                          for c in range(num_classes)]
+        posteriors, kernels, values, statuses = zip(*models)
+        single = len(models) == 1
+        self.posterior_ = posteriors[0] if single else posteriors
+        self.kernel_ = kernels[0] if single else kernels
+        self.log_marginal_likelihood_value_ = float(np.mean(values))
+        self.fit_status_ = statuses[0] if single else statuses
+        self._fit_dtype = dtype
+        self._warn_unless_converged(statuses)
+        if softmax:  # common random numbers for the Monte Carlo average (antithetic pairs)
+            half = (self.mc_samples + 1) // 2
+            rng = check_random_state(self.random_state)
+            self._normals = rng.standard_normal((half, num_classes)).astype(dtype)
+        return self
+
+    def _fit_one(self, method, kernel, likelihood, X, y):
+        """(posterior, kernel, log marginal likelihood, Status) of one model, as NumPy."""
+        if self.optimize:
+            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps))
+            posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
+        else:
+            posterior = infer(method, kernel, likelihood, X, y, throw=False)
+            value, status = posterior.log_marginal, posterior.info.status
+        status = Status(int(status))
+        if status == Status.FAILED:
+            raise FloatingPointError(
+                f"{type(self).__name__}.fit: {status.message} Check the kernel's starting values "
+                "(a standardised X helps: Pipeline(StandardScaler(), ...))."
+            )
+        return _to_numpy(posterior), _to_numpy(kernel), float(value), status
+
+    def _warn_unless_converged(self, statuses):
+        for c, status in enumerate(statuses):
+            if status > Status.AT_BOUND:
+                which = "" if len(statuses) == 1 else f" (the model of class {self.classes_[c]!r})"
+                what = "ML-II" if self.optimize else "the inner solver"
+                hint = " Raise max_steps." if self.optimize and status == Status.MAX_STEPS else ""
+                warnings.warn(f"{what}{which} stopped with {status.name}: {status.message}{hint}",
+                              ConvergenceWarning, stacklevel=3)
+
+    # ------------------------------------------------------------- prediction
+
+    def predict_latent(self, X):
+        """The latent predictive moments at X, as NumPy arrays.
+
+        Binary: mean and variance, each (m,).  Softmax: mean (m, C) and
+        covariance (m, C, C).  One-vs-rest: the classes' means and variances,
+        each (m, C).
+        """
+        mean, var, _ = self._predictions(X)
+        return mean, var
+
+    def decision_function(self, X):
+        """The latent mean: (m,) for two classes (positive: ``classes_[1]``), (m, C) for more."""
+        return self.predict_latent(X)[0]
+
+    def predict_proba(self, X):
+        """Class probabilities (m, C), columns in the order of ``classes_``.
+
+        Binary: p(y = classes_[1]) is the likelihood averaged over the latent
+        Gaussian (exact for the probit, quadrature for the logistic).
+        One-vs-rest: each class's binary probability, normalised.  Softmax: the
+        Monte Carlo average described in the module notes.
+        """
+        return self._predictions(X)[2]
+
+    def predict(self, X):
+        """The most probable class (binary: the sign of the latent mean, as scikit-learn)."""
+        check_is_fitted(self)
+        if len(self.classes_) == 2:
+            return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    # ---------------------------------------------------------------- helpers
+
+    def _predictions(self, X):
+        """(latent mean, latent variance or covariance, class probabilities) at X, from one compiled program
+        per model type and test batch size."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64).astype(self._fit_dtype)
+        with _precision(self._fit_dtype):
+            if isinstance(self.posterior_, tuple):  # one vs rest: one program serves every class
+                parts = [_batched(_binary_predictions, post, X) for post in self.posterior_]
+                mean, var, p = (np.stack([part[i] for part in parts], axis=1) for i in range(3))
+                return mean, var, p / np.sum(p, axis=1, keepdims=True)
+            if len(self.classes_) == 2:
+                mean, var, p = _batched(_binary_predictions, self.posterior_, X)
+                return mean, var, np.stack([1.0 - p, p], axis=1)
+            mean, cov, p = _batched(_softmax_predictions, self.posterior_, X, self._normals)
+        if not np.all(np.isfinite(p)):
+            raise FloatingPointError(
+                f"{type(self).__name__}: the latent predictive covariance is not positive definite at some test "
+                "point (rounding); use multi_class='one_vs_rest' or a better conditioned kernel."
+            )
+        return mean, cov, p
+
+    def _checked_dtype(self):
+        try:
+            dtype = np.dtype(self.dtype)
+        except TypeError:
+            dtype = None
+        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ValueError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}.")
+        return dtype
+
+    def _checked_method(self):
+        if isinstance(self.method, tuple(_METHODS.values())):
+            return self.method
+        if isinstance(self.method, str) and self.method in _METHODS:
+            return _METHODS[self.method]()
+        raise ValueError(
+            f"method must be one of {sorted(_METHODS)} (or gpc.Laplace(), gpc.EP(), gpc.KL(), "
+            f"gpc.JaakkolaJordan() objects); got {self.method!r}."
+        )
+
+    def _checked_likelihood(self):
+        if isinstance(self.likelihood, str) and self.likelihood in _LIKELIHOODS:
+            return _LIKELIHOODS[self.likelihood]()
+        raise ValueError(f"likelihood must be 'logistic' or 'probit'; got {self.likelihood!r}.")
+
+    def _initial_kernel(self, num_features, dtype):
+        if self.kernel is None:
+            shape = (num_features,) if self.ard else ()
+            lengthscale = np.full(shape, np.sqrt(num_features), dtype)
+            return SquaredExponential(variance=np.asarray(1.0, dtype), lengthscale=lengthscale)
+        if self.ard:
+            raise ValueError("ard=True shapes the default kernel only; give your kernel a lengthscale of shape (d,).")
+        if not isinstance(self.kernel, AbstractKernel):
+            raise ValueError(f"kernel must be a gpclass kernel (gpc.kernels) or None; got {self.kernel!r}.")
+        return jax.tree.map(lambda leaf: jnp.asarray(leaf, dtype) if eqx.is_inexact_array_like(leaf) else leaf,
+                            self.kernel)
+
+
+def _precision(dtype):
+    """float64 or float32 for the calls inside, undone on exit (the library sets no global configuration)."""
+    return jax.enable_x64(np.dtype(dtype) == np.float64)
+
+
+def _binary(positive, dtype):
+    return np.where(positive, 1.0, -1.0).astype(dtype)
+
+
+def _to_numpy(tree):
+    """The same pytree with NumPy arrays for its JAX arrays: picklable, and independent of any device."""
+    return jax.tree.map(lambda leaf: np.asarray(leaf) if isinstance(leaf, jax.Array) else leaf, tree)
+
+
+_BATCH = 4096  # test points per compiled call: bounds the memory of a prediction (softmax: O(C n m))
+
+
+def _padded_size(m):
+    """Test batches are padded to few sizes, so that test sets of similar sizes share one compiled program:
+    powers of two from 32 to 256, then steps of a quarter of the power of two below (at most 25 % padding)."""
+    if m <= 256:
+        return max(32, 1 << (m - 1).bit_length())
+    step = 1 << ((m - 1).bit_length() - 3)
+    return -(-m // step) * step
+
+
+def _batched(fn, posterior, X, *args):
+    """``fn(posterior, X, *args)`` as NumPy, in batches of at most ``_BATCH`` rows padded with zero rows
+    (every prediction is per test point, so the padding changes nothing and is cut off)."""
+    outputs = []
+    for start in range(0, max(len(X), 1), _BATCH):
+        batch = X[start : start + _BATCH]
+        padded = np.zeros((_padded_size(len(batch)), X.shape[1]), X.dtype)
+        padded[: len(batch)] = batch
+        out = jax.tree.map(lambda a: np.asarray(a)[: len(batch)], fn(posterior, padded, *args))
+        outputs.append(out)
+    return jax.tree.map(lambda *parts: np.concatenate(parts), *outputs)
+
+
+def _repeat_by_weight(X, y, sample_weight):
+    """Whole-number weights as repeated cases (0 drops a case); anything else is an error."""
+    if sample_weight is None:
+        return X, y
+    weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    counts = np.rint(weight)
+    if not np.all(np.abs(weight - counts) <= 1e-8 * np.maximum(1.0, counts)):
+        raise ValueError(
+            "sample_weight must hold whole numbers: a weight k means k copies of the case (exact for every "
+            "method); fractional weights are not supported by GaussianProcessClassifier."
+        )
+    counts = counts.astype(np.int64)
+    if np.all(counts == 1):
+        return X, y
+    if not np.any(counts):
+        raise ValueError("sample_weight is zero for every case: there is nothing to fit.")
+    return np.repeat(X, counts, axis=0), np.repeat(y, counts, axis=0)
+
+
+@filter_jit
+def _binary_predictions(posterior, X):
+    """Latent mean and variance (GPML Algorithm 3.2) and p(y = +1), the likelihood averaged over them."""
+    mean, var = _predict_latent(posterior, X)
+    return mean, var, posterior.likelihood.predictive_probability(mean, var)
+
+
+@filter_jit
+def _softmax_predictions(posterior, X, normals):
+    """Latent means and covariances, and E[softmax(f)] for f ~ N(mean_i, cov_i) at each test point from the
+    same draws z (antithetic pairs: z and -z), so that a point's value does not depend on the others."""
+    mean, cov = _predict_latent(posterior, X)
+    chol = jnp.linalg.cholesky(cov)
+
+    def accumulate(total, z):
+        offset = jnp.einsum("mcd,d->mc", chol, z)
+        return total + jax.nn.softmax(mean + offset, axis=-1) + jax.nn.softmax(mean - offset, axis=-1), None
+
+    total, _ = lax.scan(accumulate, jnp.zeros_like(mean), normals)
+    return mean, cov, total / (2 * normals.shape[0])
