@@ -57,9 +57,10 @@ def _parse(argv):
     parser.add_argument("--cache-dir", default=None,
                         help="where compiled programs are kept (default: ~/.cache/gpclass/xla)")
     parser.add_argument("--no-cache", action="store_true", help="compile every program anew, keep nothing on disk")
-    parser.add_argument("--progress", action="store_true",
-                        help="report each fit step on stderr while fitting (a program with a host callback, which "
-                             "the compilation cache does not keep)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="report the fit's steps on stderr while fitting (default: on for --csv, off for the "
+                             "bundled data, whose quick fit is kept by the compilation cache, which keeps no "
+                             "program with a host callback)")
     _csv_job.add_arguments(parser)
     args = parser.parse_args(argv)
     _csv_job.check_arguments(args, parser)

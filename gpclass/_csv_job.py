@@ -355,7 +355,7 @@ def _fit_and_test(args, method, kernel, likelihood, X, codes, train, test, fold,
     y_train, y_test = codes[train], codes[test]
     start = time.perf_counter()
     result = jax.block_until_ready(gpc.fit(method, kernel, likelihood, X_train, y_train,
-                                           progress=True if args.progress else None))
+                                           progress=None if args.progress is False else True))
     fit_time = time.perf_counter() - start
     if isinstance(likelihood, gpc.likelihoods.Softmax):
         key = jax.random.fold_in(jax.random.key(args.seed), fold)
