@@ -34,7 +34,8 @@ def infer(
             checked (finite, variances >= 0, length scales > 0), and so is its
             Gram matrix (finite, non-negative diagonal).  A sparse prior
             ``gpc.Sparse(kernel, Z)`` (FITC, VFE) gives a :class:`SparsePosterior`
-            in O(n m^2) time (Laplace, EP, KL).
+            in O(n m^2) time (Laplace, EP, KL, JJ), or with ``Softmax(C)`` and
+            Laplace a :class:`SparseSoftmaxPosterior`.
         likelihood: a binary likelihood such as ``gpc.likelihoods.Logistic()``
             or ``Probit()``, or ``gpc.likelihoods.Softmax(C)`` (Laplace only).
         X: inputs of shape (n, d), finite.
