@@ -34,8 +34,8 @@ arrays whose shape or dtype on disk differ from the header's; trailing data.
 
 dtypes are preserved: a float32 model loads as float32, a float64 one as
 float64.  JAX arrays of 64-bit dtypes (float64, int64, complex128) need
-64-bit mode (``jax.config.update("jax_enable_x64", True)`` before loading,
-the process's choice, never gpclass's): without it JAX would silently
+64-bit mode (the ``jax_enable_x64`` option, or loading inside
+``with jax.enable_x64(True):``; the process's choice, never gpclass's): without it JAX would silently
 downcast them to 32 bits, so :func:`load` raises a ``ValueError`` instead.
 NumPy arrays in the object stay NumPy arrays.  Weak typing of JAX scalars is
 not recorded (a loaded scalar is strongly typed).
@@ -200,8 +200,8 @@ def _array_specs(header) -> list:
         specs.append((shape, dtype, kind))
     if wide and not jax.config.jax_enable_x64:
         raise ValueError(f"load: the file holds 64-bit JAX arrays ({', '.join(sorted(set(wide)))}) and this process "
-                         "runs JAX without 64-bit mode, which would downcast them to 32 bits; call "
-                         "jax.config.update('jax_enable_x64', True) before loading.")
+                         "runs JAX without 64-bit mode, which would downcast them to 32 bits; enable "
+                         "the jax_enable_x64 option, or load inside `with jax.enable_x64(True):`.")
     return specs
 
 
