@@ -23,7 +23,6 @@ compilation) and of a second identical call, and peak resident memory.
 
 import argparse
 import resource
-import time
 
 import jax
 
@@ -31,7 +30,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from harness import machine_header, write_results  # noqa: E402
+from harness import machine_header, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
@@ -45,12 +44,6 @@ def kernel(log_l=LOG_L, log_sf=LOG_SF):
 
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def timed(fn):
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return out, time.perf_counter() - start
 
 
 def scores(post, X_test, y_test, y_train, samples, batch=500):

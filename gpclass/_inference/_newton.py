@@ -88,3 +88,10 @@ def newton(
     end = iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=max_steps,
                   finite=lambda s: all_finite(s.f))
     return end.state.f, end.state.a, end.num_steps, end.status, end.state.change
+
+
+def better_start(psi: Callable[[Array], tuple[Array, Array]], a_init, dtype) -> Array:
+    """A warm start a_init unless a = 0 (f = 0) has the larger Psi (as GPML's ``infLaplace`` does)."""
+    a_init = jnp.asarray(a_init, dtype=dtype)
+    zero = jnp.zeros_like(a_init)
+    return jnp.where(psi(a_init)[0] > psi(zero)[0], a_init, zero)

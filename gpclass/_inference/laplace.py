@@ -17,9 +17,10 @@ from jax import lax
 
 from .._linalg import factor_b, factor_b_given, half_log_det_b, solve_i_plus_wk, sqrt_precision
 from ._base import AbstractInference
-from ._newton import newton
+from ._newton import better_start, newton
 from ._posterior import GaussianSolution, SoftmaxSolution, SolverInfo
-from .laplace_softmax import better_start, softmax_blocks, softmax_log_marginal, softmax_mode
+from .laplace_softmax import _psi as softmax_psi
+from .laplace_softmax import softmax_blocks, softmax_log_marginal, softmax_mode
 from .laplace_softmax_sparse import solve_sparse_softmax_laplace
 from .laplace_sparse import solve_sparse_laplace
 
@@ -57,7 +58,8 @@ class Laplace(AbstractInference):
         if likelihood.num_latent > 1:
             return self._solve_softmax(K, likelihood, y, init)
         n = K.shape[0]
-        a0 = jnp.zeros(n, dtype=K.dtype) if init is None else _better_start(K, likelihood, y, init)
+        psi = lambda a: _psi(K, likelihood, y, a)
+        a0 = jnp.zeros(n, dtype=K.dtype) if init is None else better_start(psi, init, K.dtype)
         f, num_steps, status, a, max_change, L = _mode(self, K, likelihood, y, a0)
         log_lik, grad, W = likelihood.derivatives(y, f)
         sqrt_w = sqrt_precision(W)
@@ -88,7 +90,8 @@ class Laplace(AbstractInference):
         if K.ndim == 3 and K.shape[0] != num_classes:
             raise ValueError(f"the PerClass kernel has {K.shape[0]} classes but the likelihood has {num_classes}.")
         n = K.shape[-1]
-        a0 = jnp.zeros((n, num_classes), dtype=K.dtype) if init is None else better_start(K, Y, init)
+        psi = lambda a: softmax_psi(K, Y, a)
+        a0 = jnp.zeros((n, num_classes), dtype=K.dtype) if init is None else better_start(psi, init, K.dtype)
         F, num_steps, status, a, max_change = softmax_mode(self, K, Y, a0)
         pi = jax.nn.softmax(F, axis=1)
         L, E, M = softmax_blocks(K, pi)
@@ -115,14 +118,6 @@ def _psi(K, likelihood, y, a):
     """Psi(a) = log p(y|K a) - 1/2 a^T K a  (GPML eq. 3.12 in the variable a = K^-1 f)."""
     f = K @ a
     return jnp.sum(likelihood.log_prob(y, f)) - 0.5 * jnp.dot(a, f), f
-
-
-def _better_start(K, likelihood, y, a_init):
-    """A warm start a_init unless f = 0 is better (as GPML's infLaplace does)."""
-    a_init = jnp.asarray(a_init, dtype=K.dtype)
-    psi_init, _ = _psi(K, likelihood, y, a_init)
-    psi_zero = jnp.sum(likelihood.log_prob(y, jnp.zeros_like(a_init)))
-    return jnp.where(psi_init > psi_zero, a_init, jnp.zeros_like(a_init))
 
 
 def _newton_direction(K, likelihood, y, a, f):

@@ -121,14 +121,6 @@ def _newton_direction(K, Y, a, F):
     return da, noise
 
 
-def better_start(K, Y, a_init):
-    """A warm start a_init unless f = 0 is better (as for the binary case)."""
-    a_init = jnp.asarray(a_init, dtype=K.dtype)
-    psi_init, _ = _psi(K, Y, a_init)
-    psi_zero, _ = _psi(K, Y, jnp.zeros_like(a_init))
-    return jnp.where(psi_init > psi_zero, a_init, jnp.zeros_like(a_init))
-
-
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def softmax_mode(method, K, Y, a0):
     """The posterior mode F^ (n, C), differentiable by the implicit function theorem.

@@ -39,7 +39,7 @@ from jax import lax
 from .. import _dense as dense
 from .._sparse import LowRankCovariance
 from .._types import Array, Float
-from ._newton import newton
+from ._newton import better_start, newton
 from ._posterior import SolverInfo, SparseSoftmaxSolution
 
 
@@ -159,7 +159,8 @@ _mode.defvjp(_mode_fwd, _mode_bwd)
 
 def solve_sparse_softmax_laplace(method, op: LowRankCovariance, Y: Float[Array, "n C"], init=None):
     """The mode, log q (module docstring) and the predictive form for a softmax likelihood under K~."""
-    a0 = jnp.zeros(Y.shape, op.dtype) if init is None else _better_start(op, Y, init)
+    psi = lambda a: _psi(op, Y, a)
+    a0 = jnp.zeros(Y.shape, op.dtype) if init is None else better_start(psi, init, op.dtype)
     F, num_steps, status, a, max_change = _mode(method, op, Y, a0)
     pi = jax.nn.softmax(F, axis=1)
     factor = softmax_factor(op, pi)
@@ -175,9 +176,3 @@ def solve_sparse_softmax_laplace(method, op: LowRankCovariance, Y: Float[Array, 
         warm_start=lax.stop_gradient(a),
     )
 
-
-def _better_start(op, Y, a_init):
-    a_init = jnp.asarray(a_init, dtype=op.dtype)
-    psi_init, _ = _psi(op, Y, a_init)
-    psi_zero, _ = _psi(op, Y, jnp.zeros_like(a_init))
-    return jnp.where(psi_init > psi_zero, a_init, jnp.zeros_like(a_init))

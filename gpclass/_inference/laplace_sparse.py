@@ -21,13 +21,14 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._sparse import LowRankCovariance
-from ._newton import newton
+from ._newton import better_start, newton
 from ._posterior import SolverInfo, SparseSolution
 
 
 def solve_sparse_laplace(method, op: LowRankCovariance, likelihood, y, init=None) -> SparseSolution:
     """The sparse Laplace approximation: the mode, log q(y|X) and the predictive form."""
-    a0 = jnp.zeros(op.shape[0], op.dtype) if init is None else _better_start(op, likelihood, y, init)
+    psi = lambda a: _psi(op, likelihood, y, a)
+    a0 = jnp.zeros(op.shape[0], op.dtype) if init is None else better_start(psi, init, op.dtype)
     f, num_steps, status, a, max_change = _mode(method, op, likelihood, y, a0)
     log_lik, grad, W = likelihood.derivatives(y, f)
     factor = op.factor(W)
@@ -47,13 +48,6 @@ def solve_sparse_laplace(method, op: LowRankCovariance, likelihood, y, init=None
 def _psi(op, likelihood, y, a):
     f = op.mv(a)
     return jnp.sum(likelihood.log_prob(y, f)) - 0.5 * jnp.dot(a, f), f
-
-
-def _better_start(op, likelihood, y, a_init):
-    a_init = jnp.asarray(a_init, dtype=op.dtype)
-    psi_init, _ = _psi(op, likelihood, y, a_init)
-    psi_zero = jnp.sum(likelihood.log_prob(y, jnp.zeros_like(a_init)))
-    return jnp.where(psi_init > psi_zero, a_init, jnp.zeros_like(a_init))
 
 
 def _direction(op, likelihood, y, a, f):
