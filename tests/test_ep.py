@@ -3,6 +3,7 @@
 Gradients against finite differences, for every schedule and likelihood on hard inputs: tests/test_gradients_hard.py.
 """
 
+import functools
 
 import jax
 import numpy as np
@@ -11,9 +12,7 @@ from conftest import (
     brute_force_log_z,
     central_difference,
     gram,
-    jit_call,
     log_marginal_functions,
-    se_kernel,
     standardised_subset,
 )
 from scipy import integrate, special, stats
@@ -24,6 +23,19 @@ LIKELIHOODS = pytest.mark.parametrize(
     "lik", [gpc.likelihoods.Probit(), gpc.likelihoods.Logistic()], ids=["probit", "logistic"]
 )
 SCHEDULES = pytest.mark.parametrize("schedule", ["sequential", "parallel"])
+
+# The test's own programs are compiled with gpclass's XLA options and LLVM optimisation level 0: the same HLO
+# optimisations and results equal to rounding, at a third to a half of the compile time; their slower machine code
+# does not matter at these sizes.  ``fast_infer`` is gpc.infer traced into such a program (arrays traced, the method
+# and likelihood in the tree structure): the same solver and posterior as an eager call.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+fast_infer = gpc.jit(gpc.infer, static_argnames="throw", compiler_options=FAST_COMPILE)
+
+
+@functools.cache
+def fast_jit(fn):
+    """``fn`` (a method of a hashable likelihood) compiled as above, once per likelihood."""
+    return gpc.jit(fn, compiler_options=FAST_COMPILE)
 
 
 ep_log_marginal_and_grad = log_marginal_functions(gpc.EP()).value_and_grad
@@ -49,8 +61,10 @@ def sites_of(post, K):
 def test_single_case_is_exact(lik):
     X, y = np.array([[0.4]]), np.array([1.0])
     kernel = gpc.kernels.SquaredExponential(variance=3.0)
-    post = gpc.infer(gpc.EP(), kernel, lik, X, y)
-    p = lambda f: np.exp(float(jit_call(lik.log_prob, np.ones(1), np.array([f]))[0])) * stats.norm.pdf(f, 0, np.sqrt(3.0))
+    post = fast_infer(gpc.EP(), kernel, lik, X, y)
+    # Called hundreds of times by quad: one compiled program, through jax.jit's fast dispatch.
+    log_prob = gpc.jit(lambda y, f: lik.log_prob(y, f), compiler_options=FAST_COMPILE)
+    p = lambda f: np.exp(float(log_prob(np.ones(1), np.array([f]))[0])) * stats.norm.pdf(f, 0, np.sqrt(3.0))
     Z = integrate.quad(p, -40, 40, points=[0.0])[0]
     mean = integrate.quad(lambda f: f * p(f), -40, 40, points=[0.0])[0] / Z
     var = integrate.quad(lambda f: (f - mean) ** 2 * p(f), -40, 40, points=[0.0])[0] / Z
@@ -68,8 +82,8 @@ def test_close_to_brute_force_log_z_and_closer_than_laplace(lik, n):
     X, y = rng.normal(size=(n, 2)), np.array([1.0, -1.0, 1.0])[:n]
     kernel = gpc.kernels.SquaredExponential(variance=6.0, lengthscale=1.5)
     exact = brute_force_log_z(gram(kernel, X), lik, y)
-    ep = float(gpc.infer(gpc.EP(), kernel, lik, X, y).log_marginal)
-    laplace = float(gpc.infer(gpc.Laplace(), kernel, lik, X, y).log_marginal)
+    ep = float(fast_infer(gpc.EP(), kernel, lik, X, y).log_marginal)
+    laplace = float(fast_infer(gpc.Laplace(), kernel, lik, X, y).log_marginal)
     assert abs(ep - exact) < 0.01
     assert abs(ep - exact) < abs(laplace - exact)
 
@@ -79,13 +93,13 @@ def test_close_to_brute_force_log_z_and_closer_than_laplace(lik, n):
 def test_fixed_point_and_log_z_formula(lik, schedule, pima_small):
     X, y = pima_small  # the data shape of the next test: the same compiled EP programs
     kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
-    post = gpc.infer(gpc.EP(schedule=schedule), kernel, lik, X, y)
+    post = fast_infer(gpc.EP(schedule=schedule), kernel, lik, X, y)
     assert bool(post.info.converged)
     K = gram(kernel, X)
     tau, nu, Sigma, mu = sites_of(post, K)
     tau_cav, nu_cav = 1 / np.diag(Sigma) - tau, mu / np.diag(Sigma) - nu
     m_cav, v_cav = nu_cav / tau_cav, 1 / tau_cav
-    log_z, m_hat, v_hat = (np.asarray(a) for a in jit_call(lik.tilted_moments, np.asarray(y, np.float64), m_cav, v_cav))
+    log_z, m_hat, v_hat = (np.asarray(a) for a in fast_jit(lik.tilted_moments)(np.asarray(y, np.float64), m_cav, v_cav))
     # Each site's tilted moments equal the marginal moments of q (the EP fixed point).
     np.testing.assert_allclose(m_hat, mu, atol=1e-7 * (1 + np.max(np.abs(mu))))
     np.testing.assert_allclose(v_hat, np.diag(Sigma), rtol=1e-7)
@@ -102,10 +116,10 @@ def test_fixed_point_and_log_z_formula(lik, schedule, pima_small):
 def test_sequential_random_order_and_parallel_reach_the_same_fixed_point(lik, pima_small):
     X, y = pima_small
     kernel = gpc.kernels.SquaredExponential(variance=30.0, lengthscale=2.0)
-    seq = gpc.infer(gpc.EP(schedule="sequential"), kernel, lik, X, y)
-    others = [gpc.infer(gpc.EP(schedule="parallel"), kernel, lik, X, y)]
+    seq = fast_infer(gpc.EP(schedule="sequential"), kernel, lik, X, y)
+    others = [fast_infer(gpc.EP(schedule="parallel"), kernel, lik, X, y)]
     if isinstance(lik, gpc.likelihoods.Logistic):  # the random order does not depend on the likelihood: one program
-        others.append(gpc.infer(gpc.EP(order="random"), kernel, lik, X, y, key=jax.random.key(3)))
+        others.append(fast_infer(gpc.EP(order="random"), kernel, lik, X, y, key=jax.random.key(3)))
     for other in others:
         assert bool(other.info.converged)
         np.testing.assert_allclose(float(seq.log_marginal), float(other.log_marginal), atol=1e-6)
@@ -119,7 +133,7 @@ def test_predictions_match_gpml_eqs_3_60_3_61(pima_small):
     X_test = standardised_subset("pima", 5, n=15)[0]
     lik = gpc.likelihoods.Probit()
     kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
-    post = gpc.infer(gpc.EP(), kernel, lik, X, y)
+    post = fast_infer(gpc.EP(), kernel, lik, X, y)
     K = gram(kernel, X)
     K_s = gram(kernel, X_test, X)
     tau, nu, _, _ = sites_of(post, K)
@@ -138,19 +152,21 @@ def test_vmap_matches_loop_and_non_convergence_is_reported():
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
     lik = gpc.likelihoods.Probit()
     log_vs = np.array([0.0, 1.5, 3.0])
-    batched = gpc.jit(jax.vmap(ep_log_marginal_and_grad, in_axes=(0, None, None, 0, 0)))(log_vs, 0.7, lik, Xs, ys)
+    vmapped = gpc.jit(jax.vmap(ep_log_marginal_and_grad, in_axes=(0, None, None, 0, 0)), compiler_options=FAST_COMPILE)
+    batched = jax.device_get(vmapped(log_vs, 0.7, lik, Xs, ys))
     for i in range(3):
-        # One by one with the previous tests' compiled gpc.infer (Python-float kernel parameters); the gradient
+        # One by one with the previous tests' compiled fast_infer (Python-float kernel parameters); the gradient
         # against central differences of it.
         def single(log_v, log_l, i=i):
             kernel = gpc.kernels.SquaredExponential(variance=float(np.exp(log_v)), lengthscale=float(np.exp(log_l)))
-            return float(gpc.infer(gpc.EP(), kernel, lik, Xs[i], ys[i]).log_marginal)
+            return float(fast_infer(gpc.EP(), kernel, lik, Xs[i], ys[i]).log_marginal)
 
         np.testing.assert_allclose(float(batched[0][i]), single(log_vs[i], 0.7), rtol=1e-10)
         fd = central_difference(lambda t: single(*t), [log_vs[i], 0.7])
         np.testing.assert_allclose([g[i] for g in batched[1]], fd, rtol=1e-6)
     # Reported with throw=False (raising is infer's, whatever the method: tests/test_laplace.py, test_variational.py).
-    post = gpc.infer(gpc.EP(max_steps=1), se_kernel(1.0, 0.0), lik, Xs[0], ys[0], throw=False)
+    kernel = gpc.kernels.SquaredExponential(variance=float(np.e), lengthscale=1.0)
+    post = fast_infer(gpc.EP(max_steps=1), kernel, lik, Xs[0], ys[0], throw=False)
     assert int(post.info.status) == gpc.Status.MAX_STEPS and int(post.info.num_steps) == 1
     with pytest.raises(ValueError, match="schedule"):
         gpc.EP(schedule="random")

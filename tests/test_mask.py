@@ -2,20 +2,42 @@
 
 The truth is the unpadded problem: the same method on the kept cases only.  Padding rows are arbitrary finite
 inputs (copies of real cases and far-away points) with arbitrary labels.
+
+Every test pads the same 40 cases by the same 6 rows where it can, so that the programs compiled for one test
+serve the others (the Laplace programs of the padded and the gradient tests, the sparse one of the bad masks).
+The tests' own programs (the unpadded truths, Laplace's value and gradient, the batched fit) are compiled with
+``FAST``; the other padded problems are solved by the library's entry points as they are.
 """
+
+import functools
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import standardised_subset
+from conftest import se_kernel, standardised_subset
 
 import gpclass as gpc
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 KERNEL = gpc.kernels.SquaredExponential(np.float64(2.0), np.float64(3.0))
 X, Y = standardised_subset("pima", 5, n=40)
+
+# gpclass's XLA options with LLVM's optimisations off as well, for the tests' own programs: they compile 2-4 times
+# faster and run for milliseconds.  The arithmetic is the same IEEE operations (XLA uses no fast math): values agree
+# with the optimised programs' to the last digit or two.
+FAST = {"xla_backend_optimization_level": 0}
+
+
+@functools.cache
+def _fast_program(fn):
+    return eqx.filter_jit(fn, compiler_options={**gpc.compiler_options(), **FAST})
+
+
+def fast_call(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` as one program compiled with ``FAST`` (arrays traced, everything else static; a failed
+    run-time check raises EquinoxRuntimeError)."""
+    return _fast_program(fn)(*args, **kwargs)
 
 
 def padded(X, y, extra, seed=0):
@@ -27,53 +49,81 @@ def padded(X, y, extra, seed=0):
     return np.concatenate([X, pad_X]), np.concatenate([y, pad_y]), mask
 
 
+XP, YP, MASK = padded(X, Y, 6)
+LOG_V, LOG_L = np.log(np.float64(2.0)), np.log(np.float64(3.0))  # KERNEL's, as float64 values to differentiate
+
+
+def _laplace_log_q(log_v, log_l, X, y, mask):
+    post = gpc.infer(gpc.Laplace(), se_kernel(log_v, log_l), LOGISTIC, X, y, mask=mask)
+    return post.log_marginal, post
+
+
+# ((log q, posterior), (d/d log sigma_f^2, d/d log l)) of Laplace with the logistic likelihood: one compiled program
+# per data shape (the padded and the unpadded problem), shared by the padded-case and the gradient tests.
+laplace_value_and_grad = gpc.jit(jax.value_and_grad(_laplace_log_q, argnums=(0, 1), has_aux=True),
+                                 compiler_options=FAST)
+
+
+def full_and_masked(method, likelihood):
+    """The posteriors of the unpadded problem (no mask) and of the padded one (mask)."""
+    if isinstance(method, gpc.Laplace) and likelihood is LOGISTIC:  # gpc.infer inside laplace_value_and_grad
+        return (laplace_value_and_grad(LOG_V, LOG_L, X, Y, None)[0][1],
+                laplace_value_and_grad(LOG_V, LOG_L, XP, YP, MASK)[0][1])
+    return fast_call(gpc.infer, method, KERNEL, likelihood, X, Y), gpc.infer(method, KERNEL, likelihood, XP, YP,
+                                                                             mask=MASK)
+
+
 @pytest.mark.parametrize("method, likelihood", [
     (gpc.Laplace(), LOGISTIC), (gpc.EP(), PROBIT), (gpc.KL(), LOGISTIC),
     (gpc.EP(), gpc.likelihoods.LabelNoise(PROBIT, np.float64(0.05))),  # the implicit adjoint of its clipped sites
 ])
 def test_padded_cases_change_nothing(method, likelihood):
-    Xp, yp, mask = padded(X, Y, 6)
-    full = gpc.infer(method, KERNEL, likelihood, X, Y)
-    masked = gpc.infer(method, KERNEL, likelihood, Xp, yp, mask=mask)
+    full, masked = full_and_masked(method, likelihood)
     np.testing.assert_allclose(masked.log_marginal, full.log_marginal, rtol=1e-9)
-    np.testing.assert_allclose(masked.mean[:40], full.mean, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(masked.mean)[:40], full.mean, atol=1e-7)
     X_test = np.random.default_rng(3).normal(size=(5, X.shape[1]))
-    np.testing.assert_allclose(gpc.predict(masked, X_test), gpc.predict(full, X_test), atol=1e-8)
+    np.testing.assert_allclose(gpc.predict(masked, X_test), fast_call(gpc.predict, full, X_test), atol=1e-8)
+
+
+SPARSE = gpc.Sparse(KERNEL, X[:6] + 0.1)
 
 
 def test_sparse_prior_with_padding():
-    Xp, yp, mask = padded(X, Y, 6)
-    Z = X[:6] + 0.1
-    full = gpc.infer(gpc.Laplace(), gpc.Sparse(KERNEL, Z), LOGISTIC, X, Y)
-    masked = gpc.infer(gpc.Laplace(), gpc.Sparse(KERNEL, Z), LOGISTIC, Xp, yp, mask=mask)
+    full = fast_call(gpc.infer, gpc.Laplace(), SPARSE, LOGISTIC, X, Y)
+    masked = gpc.infer(gpc.Laplace(), SPARSE, LOGISTIC, XP, YP, mask=MASK)
     np.testing.assert_allclose(masked.log_marginal, full.log_marginal, rtol=1e-10)
 
 
 def test_gradients_equal_the_unpadded_problem():
-    Xp, yp, mask = padded(X, Y, 6)
+    """d log q / d (log sigma_f^2, log l) of the padded problem equal the unpadded problem's (no mask)."""
+    padded_grad = laplace_value_and_grad(LOG_V, LOG_L, XP, YP, MASK)[1]
+    np.testing.assert_allclose(padded_grad, laplace_value_and_grad(LOG_V, LOG_L, X, Y, None)[1], rtol=1e-8)
 
-    def log_q(log_v, X, y, mask):
-        kernel = gpc.kernels.SquaredExponential(jnp.exp(log_v), np.float64(3.0))
-        return gpc.infer(gpc.Laplace(), kernel, LOGISTIC, X, y, mask=mask).log_marginal
 
-    grad = jax.grad(log_q)
-    np.testing.assert_allclose(grad(np.log(2.0), Xp, yp, mask), grad(np.log(2.0), X, Y, np.ones(40, bool)), rtol=1e-8)
+def _vmapped_fit(X, y, mask):
+    """Fits of stacked padded data sets (``fast_call``: one program; an eager vmap would compile it without
+    gpclass's options)."""
+    return jax.vmap(lambda X, y, m: gpc.fit(gpc.Laplace(), KERNEL, LOGISTIC, X, y, mask=m))(X, y, mask)
+
+
+def ragged_data_sets(sizes):
+    """The first ``sizes`` cases, each set padded to 41 rows, stacked: X, y, mask."""
+    Xs, ys, masks = [], [], []
+    for k, n in enumerate(sizes):
+        Xk, yk, mk = padded(X[:n], Y[:n], 40 - n + 1, seed=k)
+        Xs.append(Xk[:41]), ys.append(yk[:41]), masks.append(mk[:41])
+    return np.stack(Xs), np.stack(ys), np.stack(masks)
 
 
 def test_ragged_data_sets_in_one_vmapped_fit():
     """Data sets of 40 and 27 cases padded to 41 and fitted in one vmap: each equals its own fit (objective and
     hyperparameters)."""
     sizes = [40, 27]
-    Xs, ys, masks = [], [], []
+    fits = fast_call(_vmapped_fit, *ragged_data_sets(sizes))
     for k, n in enumerate(sizes):
-        Xk, yk, mk = padded(X[:n], Y[:n], 40 - n + 1, seed=k)
-        Xs.append(Xk[:41]), ys.append(yk[:41]), masks.append(mk[:41])
-    fits = jax.vmap(lambda X, y, m: gpc.fit(gpc.Laplace(), KERNEL, LOGISTIC, X, y, mask=m))(
-        np.stack(Xs), np.stack(ys), np.stack(masks))
-    for k, n in enumerate(sizes):
-        one = gpc.fit(gpc.Laplace(), KERNEL, LOGISTIC, X[:n], Y[:n])
-        np.testing.assert_allclose(fits.objective[k], one.objective, rtol=1e-9)
-        np.testing.assert_allclose(fits.kernel.lengthscale[k], one.kernel.lengthscale, rtol=1e-4)
+        one = fast_call(gpc.fit, gpc.Laplace(), KERNEL, LOGISTIC, X[:n], Y[:n])
+        np.testing.assert_allclose(np.asarray(fits.objective)[k], one.objective, rtol=1e-9)
+        np.testing.assert_allclose(np.asarray(fits.kernel.lengthscale)[k], one.kernel.lengthscale, rtol=1e-4)
 
 
 def test_bad_masks_raise():
@@ -83,8 +133,11 @@ def test_bad_masks_raise():
         gpc.infer(gpc.JaakkolaJordan(), KERNEL, LOGISTIC, X, Y, mask=np.ones(40, bool))
     with pytest.raises(ValueError, match="mask: supported"):
         gpc.infer(gpc.Laplace(), KERNEL, gpc.likelihoods.Softmax(3), X, np.zeros(40, int), mask=np.ones(40, bool))
+    # A run-time check of the mask, before the prior is used: the sparse padded problem's program (compiled above).
     with pytest.raises(eqx.EquinoxRuntimeError, match="every case is left out"):
-        gpc.infer(gpc.Laplace(), KERNEL, LOGISTIC, X, Y, mask=np.zeros(40, bool))
-    one_class_kept = np.where(Y > 0, True, False)
+        gpc.infer(gpc.Laplace(), SPARSE, LOGISTIC, XP, YP, mask=np.zeros(46, bool))
+    # fit's run-time check (it also raises inside vmap): the ragged test's program, the first set keeping one class.
+    Xs, ys, masks = ragged_data_sets([40, 27])
+    masks[0] &= ys[0] > 0
     with pytest.raises(eqx.EquinoxRuntimeError, match="one class"):
-        gpc.fit(gpc.Laplace(), KERNEL, LOGISTIC, X, Y, mask=one_class_kept)
+        fast_call(_vmapped_fit, Xs, ys, masks)

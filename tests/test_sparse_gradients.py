@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import assert_directional_derivatives
-from test_sparse import LOGISTIC, PROBIT, X, Y, Z
+from test_sparse import LOGISTIC, PROBIT, X, Y, Z, compile_fast
 
 import gpclass as gpc
 
@@ -22,7 +22,7 @@ def _value_and_grad(method, likelihood, approximation):
         log_v, log_l, Z = params
         kernel = gpc.kernels.SquaredExponential(jnp.exp(log_v), jnp.exp(log_l))
         return gpc.infer(method, gpc.Sparse(kernel, Z, approximation=approximation), likelihood, X, Y).log_marginal
-    return jax.jit(jax.value_and_grad(log_marginal))
+    return compile_fast(jax.value_and_grad(log_marginal))  # test_sparse.compile_fast: 2-4 times faster to compile
 
 
 @pytest.mark.parametrize("method, likelihood, approximation", [
