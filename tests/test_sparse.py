@@ -144,7 +144,7 @@ def test_kl_vfe_is_the_svgp_bound_at_its_optimum():
     sparse = gpc.Sparse(KERNEL, Z, approximation="vfe")
     post = gpc.infer(gpc.KL(), sparse, LOGISTIC, X, Y)
     tau, nu = (np.asarray(a) for a in post.warm_start)
-    V = np.asarray(sparse.covariance(X).V)
+    V = np.asarray(sparse.covariance(X).Phi).T  # L_uu^-1 K_un
     S = np.linalg.inv(np.eye(len(Z)) + (V * tau) @ V.T)  # whitened q(v) of the sites
 
     @jax.jit
