@@ -17,6 +17,7 @@ compile time (first call minus the median run).
 import json
 import os
 import platform
+import resource
 import subprocess
 import time
 from collections.abc import Callable
@@ -33,6 +34,11 @@ def timed(fn: Callable[[], object]) -> tuple[object, float]:
     start = time.perf_counter()
     out = jax.block_until_ready(fn())
     return out, time.perf_counter() - start
+
+
+def peak_mb() -> float:
+    """The process's peak resident memory so far, in MB (Linux reports ru_maxrss in kB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[float, float]]:

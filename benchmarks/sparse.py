@@ -27,8 +27,6 @@ Laplace method where n <= 4000; a table and a log-log plot
 """
 
 import argparse
-import resource
-import time
 
 import jax
 
@@ -36,7 +34,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from harness import machine_header, median_time, write_results  # noqa: E402
+from harness import machine_header, median_time, peak_mb, timed, write_results  # noqa: E402
 from svgp import D, bayes_error, ringnorm, twonorm  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
@@ -46,16 +44,6 @@ METHODS = {
     "VFE-KL": (gpc.KL(), gpc.likelihoods.Logistic(), "vfe"),
     "FITC-Laplace": (gpc.Laplace(), gpc.likelihoods.Logistic(), "fitc"),
 }
-
-
-def peak_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return out, time.perf_counter() - t0
 
 
 def accuracy(args, info):

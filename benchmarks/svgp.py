@@ -23,7 +23,6 @@ cases.  Peak memory is the process's maximum resident set size.
 """
 
 import argparse
-import resource
 import time
 
 import jax
@@ -31,7 +30,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
-from harness import machine_header, write_results  # noqa: E402
+from harness import machine_header, peak_mb, write_results  # noqa: E402
 from scipy import stats  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
@@ -115,7 +114,7 @@ def main():
                        fit_s=fit_s, epoch_s=fit_s / args.epochs, step_ms=1e3 * fit_s / (args.epochs * steps_per_epoch),
                        compile_s=compile_s, status=gpc.Status(int(fit.status)).name,
                        last_epoch_elbo_per_case=float(np.mean(fit.elbo[-steps_per_epoch:])) / n,
-                       max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                       max_rss_mb=peak_mb())
             results[f"{name}_{n}"] = row
             print(f"{name} n = {n}: test error {100 * error:.2f} % (Bayes {100 * bayes:.2f} %), "
                   f"{fit_s:.1f} s for {args.epochs} epochs ({row['epoch_s']:.2f} s per epoch, {row['step_ms']:.2f} ms "

@@ -22,7 +22,6 @@ compilation) and of a second identical call, and peak resident memory.
 """
 
 import argparse
-import resource
 
 import jax
 
@@ -30,7 +29,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from harness import machine_header, timed, write_results  # noqa: E402
+from harness import machine_header, peak_mb, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
 
@@ -40,10 +39,6 @@ SOFTMAX = gpc.likelihoods.Softmax(10)
 
 def kernel(log_l=LOG_L, log_sf=LOG_SF):
     return gpc.kernels.SquaredExponential(np.float64(np.exp(2.0 * log_sf)), np.float64(np.exp(log_l)))
-
-
-def peak_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def scores(post, X_test, y_test, y_train, samples, batch=500):

@@ -57,7 +57,8 @@ def compiler_options() -> dict:
 
 class _Deferred:
     """``make(options)``, a jitted function, created at its first use (so that :func:`compiler_options` runs
-    after import); called under another transformation, ``make({})``."""
+    after import); called under another transformation, ``make(None)``: no options at all (JAX refuses
+    them on a nested jit, a caller's own included)."""
 
     def __init__(self, make, fun):
         self._make, self._with_options, self._plain = make, None, None
@@ -66,7 +67,7 @@ class _Deferred:
     def _get(self):
         if not top_level():
             if self._plain is None:
-                self._plain = self._make({})
+                self._plain = self._make(None)
             return self._plain
         if self._with_options is None:
             self._with_options = self._make(compiler_options())
@@ -92,7 +93,10 @@ def jit(fun=None, /, **jit_kwargs):
     if fun is None:
         return functools.partial(jit, **jit_kwargs)
     own = jit_kwargs.pop("compiler_options", None) or {}
-    return _Deferred(lambda options: jax.jit(fun, compiler_options={**options, **own} or None, **jit_kwargs), fun)
+    def make(options):
+        return jax.jit(fun, compiler_options=None if options is None else {**options, **own} or None, **jit_kwargs)
+
+    return _Deferred(make, fun)
 
 
 def filter_jit(fun):

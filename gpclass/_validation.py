@@ -166,10 +166,10 @@ def check_covariance(K: Float[Array, "*C n n"], checks: Checks | None = None) ->
 
 
 def check_covariance_operator(op, checks: Checks | None = None):
-    """A sparse prior's factors V = L_uu^-1 K_un and g = diag(K - Q) are finite (``check_covariance`` for K~)."""
+    """A sparse prior's factors Phi = K_nu L_uu^-T and g = diag(K - Q) are finite (``check_covariance`` for K~)."""
     checks, own = _own(checks)
     checks.fail_if(
-        ~(jnp.all(jnp.isfinite(op.V)) & jnp.all(jnp.isfinite(op.chol_uu))),
+        ~(jnp.all(jnp.isfinite(op.Phi)) & jnp.all(jnp.isfinite(op.chol_uu))),
         "the sparse prior's K_un or K_uu contains NaN or infinite values (a NaN or infinite hyperparameter or "
         "inducing input, or a K_uu that is not positive definite: repeated inducing inputs with jitter=0).",
     )

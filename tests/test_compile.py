@@ -32,6 +32,10 @@ def test_under_every_transformation_the_same_values():
     np.testing.assert_array_equal(jax.lax.map(fast, x[:, None]), jax.vmap(plain)(x[:, None]))
     assert fast.__doc__ == f.__doc__ and fast.__name__ == "f"
     assert float(fast.lower(x).compile()(x)) == float(plain(x))
+    own = gpc.jit(f, compiler_options={"xla_backend_optimization_level": 1})  # a caller's options: dropped nested
+    assert float(own(x)) == float(plain(x))
+    np.testing.assert_array_equal(jax.vmap(own)(x[:, None]), jax.vmap(plain)(x[:, None]))
+    assert float(jax.jit(own)(x)) == float(plain(x))
 
 
 def test_library_entry_points_nest_in_user_transformations():

@@ -46,11 +46,11 @@ Z = np.asarray(gpc.Sparse.from_data(KERNEL, X, 8, key=jax.random.key(0)).inducin
 @compile_fast
 def _sparse_prior_matrices(sparse):
     op = sparse.covariance(jnp.asarray(X))
-    return op.dense(), op.g, op.V
+    return op.dense(), op.g, op.Phi.T
 
 
 def sparse_prior_matrices(sparse):
-    """K~ as an explicit n x n matrix, g = diag(K - Q) and V = L_uu^-1 K_un of ``sparse`` on X (NumPy arrays; one
+    """K~ as an explicit n x n matrix, g = diag(K - Q) and V = L_uu^-1 K_un = Phi^T of ``sparse`` on X (NumPy arrays; one
     small compiled program per approximation)."""
     return tuple(np.asarray(a) for a in _sparse_prior_matrices(sparse))
 

@@ -62,7 +62,10 @@ def marginals(op, tau, nu, factor: SparseFactor):
 def log_marginal(op, likelihood, y, tau, nu, factor: SparseFactor | None = None):
     """log Z_EP under K~, with nu~^T Sigma nu~ as a sum of squares (``SparseFactor.posterior_quadratic``)."""
     factor = op.factor(tau) if factor is None else factor
-    sigma_diag, mu = marginals(op, tau, nu, factor)
+    return _log_marginal_at(op, likelihood, y, tau, nu, factor, *marginals(op, tau, nu, factor))
+
+
+def _log_marginal_at(op, likelihood, y, tau, nu, factor, sigma_diag, mu):
     nu_sigma_nu = factor.posterior_quadratic(op, nu)
     return ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, factor.half_log_det_b(op), nu_sigma_nu)
 
@@ -70,31 +73,35 @@ def log_marginal(op, likelihood, y, tau, nu, factor: SparseFactor | None = None)
 class _Sweeps(NamedTuple):
     tau: Array
     nu: Array
-    factor: SparseFactor  # at tau: shared by log Z_EP after a sweep and the next sweep's marginals
+    sigma_diag: Array  # the marginals at (tau, nu): shared by log Z_EP after a sweep and the next sweep's cavities
+    mu: Array
     log_z: Array
     change: Array
     log_z_change: Array
 
 
 def _run_sweeps(method, op, likelihood, y, tau0, nu0):
-    """Damped parallel sweeps until the sites and log Z_EP stop changing (the dense method's test)."""
+    """Damped parallel sweeps until the sites and log Z_EP stop changing (the dense method's test).
+
+    Each sweep factorises once (``op.factor``, two n x m x m matrix products) and makes a few O(n m) passes.
+    """
     tol = method.resolved_tol(op.dtype)
     damping = 0.5 if method.damping is None else method.damping
 
     def step(s: _Sweeps) -> _Sweeps:
-        sigma_diag, mu = marginals(op, s.tau, s.nu, s.factor)
-        new_tau, new_nu = site_update(likelihood, y, *cavity(sigma_diag, mu, s.tau, s.nu))
+        new_tau, new_nu = site_update(likelihood, y, *cavity(s.sigma_diag, s.mu, s.tau, s.nu))
         tau = (1.0 - damping) * s.tau + damping * new_tau
         nu = (1.0 - damping) * s.nu + damping * new_nu
         factor = op.factor(tau)
-        log_z = log_marginal(op, likelihood, y, tau, nu, factor)
+        sigma_diag, mu = marginals(op, tau, nu, factor)
+        log_z = _log_marginal_at(op, likelihood, y, tau, nu, factor, sigma_diag, mu)
         change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))
-        return _Sweeps(tau, nu, factor, log_z, change, jnp.abs(log_z - s.log_z))
+        return _Sweeps(tau, nu, sigma_diag, mu, log_z, change, jnp.abs(log_z - s.log_z))
 
     def terminate(s: _Sweeps):
         return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
 
     inf = jnp.asarray(jnp.inf, op.dtype)
-    start = _Sweeps(tau0, nu0, op.factor(tau0), -inf, inf, inf)
+    start = _Sweeps(tau0, nu0, *marginals(op, tau0, nu0, op.factor(tau0)), -inf, inf, inf)
     end = iterate(step, terminate, start, max_steps=method.max_steps, finite=lambda s: all_finite(s.tau, s.nu))
     return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change

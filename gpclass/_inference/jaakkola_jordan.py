@@ -67,8 +67,9 @@ class JaakkolaJordan(AbstractInference):
         max_steps: largest number of Newton steps on the closed-form
             stationarity condition nu_n^2 = E_q[a_n^2], each safeguarded by the
             EM update nu_n <- E_q[a_n^2]^1/2 (log Z' never decreases).
-        krylov_steps: GMRES iterations per Newton step under a sparse prior
-            (``gpc.Sparse``, FITC or VFE), where the Newton system is solved matrix-free.
+        krylov_steps: the most GMRES iterations per Newton step under a sparse prior
+            (``gpc.Sparse``, FITC or VFE), where the Newton system is solved matrix-free
+            (GMRES stops earlier at a relative residual of 1e-8).
     """
 
     tol: float | None = eqx.field(static=True, default=None)

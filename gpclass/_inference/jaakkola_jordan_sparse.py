@@ -62,25 +62,25 @@ def _candidates(op, y, nu, krylov_steps):
     """The EM update nu_EM = E_q[a_n^2]^1/2 and a Newton step on nu = nu_EM(nu) by GMRES.
 
     dE_q[a_n^2] / dW_k = -(Sigma_nk^2 + 2 m_n Sigma_nk m_k) (``jaakkola_jordan._lower_candidates``); with
-    Sigma = diag(delta) + R^T R both products cost O(n m^2).
+    Sigma = diag(delta) + R R^T both products cost O(n m^2).
     """
     factor = op.factor(2.0 * jj_lambda(nu))
     delta, R = factor.posterior_covariance(op)
-    r = jnp.sum(R**2, axis=0)
+    r = jnp.sum(R**2, axis=1)
     d = 0.5 * y
-    m = delta * d + R.T @ (R @ d)
+    m = delta * d + R @ (d @ R)
     nu_em = jnp.sqrt(jnp.maximum(delta + r + m**2 + (1.0 - op.power) * op.g, jnp.finfo(op.dtype).tiny))
 
     def sigma(x):
-        return delta * x + R.T @ (R @ x)
+        return delta * x + R @ (x @ R)
 
     def jacobian(x):
         dw = -2.0 * jj_lambda_derivative(nu) * x
-        squared = delta**2 * dw + 2.0 * delta * r * dw + jnp.sum(R * (((R * dw) @ R.T) @ R), axis=0)
+        squared = delta**2 * dw + 2.0 * delta * r * dw + jnp.sum(R * (R @ (R.T @ (dw[:, None] * R))), axis=1)
         return (squared + 2.0 * m * sigma(m * dw)) / (2.0 * nu_em)
 
     step, _ = jax.scipy.sparse.linalg.gmres(lambda x: x - jacobian(x), nu_em - nu, x0=nu_em - nu,
-                                            restart=krylov_steps, maxiter=1, tol=1e-12, solve_method="batched")
+                                            restart=krylov_steps, maxiter=1, tol=1e-8, solve_method="incremental")
     return nu_em, jnp.abs(nu + step)  # the bound is even in nu
 
 

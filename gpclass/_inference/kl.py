@@ -62,8 +62,9 @@ class KL(AbstractInference):
         site_tol: see ``tol``; ``None`` means 1e-8 in float64 and 1e-4 in float32.
         max_steps: largest number of site updates.
         max_halvings: largest number of step halvings within one update.
-        krylov_steps: GMRES iterations per Newton step under a sparse prior
-            (``gpc.Sparse``), where the Newton system is solved matrix-free.
+        krylov_steps: the most GMRES iterations per Newton step under a sparse prior
+            (``gpc.Sparse``), where the Newton system is solved matrix-free (GMRES stops
+            earlier at a relative residual of 1e-8).
 
     Works with any log-concave likelihood that has ``expected_log_prob``
     (logistic, probit); the expectations use its quadrature.

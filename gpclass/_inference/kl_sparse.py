@@ -84,25 +84,25 @@ def _target(op, likelihood, y, tau, nu):
 def _newton(op, likelihood, y, tau, nu, target, krylov_steps):
     """A Newton step on the fixed point s = T(s): (I - J) delta = T(s) - s, solved by GMRES.
 
-    J is never formed.  With Sigma = diag(delta) + R^T R (``SparseFactor.posterior_covariance``),
+    J is never formed.  With Sigma = diag(delta) + R R^T (``SparseFactor.posterior_covariance``),
     d mu = Sigma (d nu~ - d tau~ * mu) and d v = -(Sigma o Sigma) d tau~ (as in ``kl.py``); Sigma x
-    costs O(n m), (Sigma o Sigma) x = delta^2 x + 2 delta r x + colsum(R o (R diag(x) R^T R)), r the
-    diagonal of R^T R, costs O(n m^2).  T depends on the sites only through (mu, v), elementwise.
+    costs O(n m), (Sigma o Sigma) x = delta^2 x + 2 delta r x + rowsum(R o (R R^T diag(x) R)), r the
+    diagonal of R R^T, costs O(n m^2).  T depends on the sites only through (mu, v), elementwise.
     Where the natural-gradient iteration crawls (spectral radius of J near 1, stiff kernels) J has few
     eigenvalues near 1, which GMRES resolves in a few products.
     """
     factor = op.factor(tau)
     delta, R = factor.posterior_covariance(op)
-    r = jnp.sum(R**2, axis=0)
+    r = jnp.sum(R**2, axis=1)
     mu, _, v, _ = _moments(op, tau, nu, factor)
     _, g_v, h_mm, h_mv, h_vm, h_vv = expected_log_lik_derivatives(likelihood, y, mu, v)
     active = -2.0 * g_v > 0.0  # where T's precision is not clipped at 0
 
     def sigma(x):
-        return delta * x + R.T @ (R @ x)
+        return delta * x + R @ (x @ R)
 
     def sigma_squared(x):
-        return delta**2 * x + 2.0 * delta * r * x + jnp.sum(R * (((R * x) @ R.T) @ R), axis=0)
+        return delta**2 * x + 2.0 * delta * r * x + jnp.sum(R * (R @ (R.T @ (x[:, None] * R))), axis=1)
 
     def residual_map(ds):
         d_tau, d_nu = ds
@@ -114,7 +114,7 @@ def _newton(op, likelihood, y, tau, nu, target, krylov_steps):
 
     rhs = (target[0] - tau, target[1] - nu)
     step, _ = jax.scipy.sparse.linalg.gmres(residual_map, rhs, x0=rhs, restart=krylov_steps, maxiter=1,
-                                            tol=1e-12, solve_method="batched")
+                                            tol=1e-8, solve_method="incremental")
     return jnp.maximum(tau + step[0], 0.0), nu + step[1]
 
 

@@ -1,12 +1,12 @@
 """Multi-class (softmax) Laplace under a sparse prior K~ = Q + s diag(g) shared by the C classes.
 
 The C latent functions have independent priors with the one sparse covariance
-K~ = V^T V + s G (``gpclass._sparse``); latents are (n, C) arrays, a = K~^-1 F.
+K~ = Phi Phi^T + s G (``gpclass._sparse``); latents are (n, C) arrays, a = K~^-1 F.
 Newton's method is GPML Algorithm 3.3's (eq. 3.39) with
 W = blockdiag_i(diag(pi_i) - pi_i pi_i^T) (eq. 3.38), and every solve is exact,
 by Woodbury's identity on
 
-    I + W K~ = A + W U^T U,   A = I + s G W (per case I + t_i W_i, t_i = s g_i),  U = I_C (x) V,
+    I + W K~ = A + W U^T U,   A = I + s G W (per case I + t_i W_i, t_i = s g_i),  U = I_C (x) Phi^T,
 
     (I + W K~)^-1 v = x - D U^T H^-1 U x,   x = A^-1 v,   D = A^-1 W,   H = I + U D U^T   (Cm x Cm).
 
@@ -16,7 +16,7 @@ diagonal plus a rank-one matrix (Sherman-Morrison, using sum_c pi_c = 1):
     A^-1 = diag(1 / (1 + t pi)) + t rho rho^T / sum(rho),    D = diag(rho) - rho rho^T / sum(rho),
     |A| = prod_c (1 + t pi_c) sum(rho),
 
-so H = I + blockdiag_c(V diag(rho^c) V^T) - P^T P with P = [rho~^c * V^T]_c (n x Cm), rho~ = rho / sqrt(sum rho):
+so H = I + blockdiag_c(Phi^T diag(rho^c) Phi) - P^T P with P = [rho~^c * Phi]_c (n x Cm), rho~ = rho / sqrt(sum rho):
 O(n C^2 m^2) time (one matrix product) and one Cm x Cm Cholesky factorisation per Newton step.
 log|I + W K~| = log|A| + log|H|, and log q is GPML's power-EP form, as for the binary case:
 
@@ -70,9 +70,9 @@ class SoftmaxFactor(eqx.Module):
     def solve_i_plus_wk(self, op: LowRankCovariance, v: Float[Array, "n C"]) -> Float[Array, "n C"]:
         """(I + W K~)^-1 v = x - D U^T H^-1 U x, x = A^-1 v (no product with K~: nothing cancels)."""
         x = self.times_a_inverse(v)
-        ux = (op.V @ x).T.reshape(-1)  # U x, class-major (c, j)
+        ux = (x.T @ op.Phi).reshape(-1)  # U x, class-major (c, j)
         h_inv_ux = dense.cho_solve(self.chol_h, ux).reshape(x.shape[1], -1)
-        return x - self.times_d(op.V.T @ h_inv_ux.T)
+        return x - self.times_d(op.Phi @ h_inv_ux.T)
 
     def half_log_det(self) -> Float[Array, ""]:
         """GPML's ldB2 generalised to C classes: 1/2 log|H| + 1/(2 s) sum_i log|A_i| (VFE: 1/2 sum_i g_i tr W_i)."""
@@ -85,11 +85,11 @@ class SoftmaxFactor(eqx.Module):
 
 
 def softmax_factor(op: LowRankCovariance, pi: Float[Array, "n C"]) -> SoftmaxFactor:
-    """H = I + blockdiag_c(V diag(rho^c) V^T) - P^T P and its Cholesky factor (module docstring)."""
+    """H = I + blockdiag_c(Phi^T diag(rho^c) Phi) - P^T P and its Cholesky factor (module docstring)."""
     rho = pi / (1.0 + (op.power * op.g)[:, None] * pi)
     n, num_classes = pi.shape
-    blocks = jnp.einsum("cjn,kn->cjk", op.V[None] * rho.T[:, None, :], op.V)  # V diag(rho^c) V^T
-    P = ((rho / jnp.sqrt(jnp.sum(rho, axis=1, keepdims=True)))[:, :, None] * op.V.T[:, None, :]).reshape(n, -1)
+    blocks = jnp.einsum("ncj,nk->cjk", rho[:, :, None] * op.Phi[:, None, :], op.Phi)  # Phi^T diag(rho^c) Phi
+    P = ((rho / jnp.sqrt(jnp.sum(rho, axis=1, keepdims=True)))[:, :, None] * op.Phi[:, None, :]).reshape(n, -1)
     H = _block_diagonal(blocks) - P.T @ P + jnp.eye(P.shape[1], dtype=P.dtype)
     return SoftmaxFactor(g=op.g, pi=pi, rho=rho, chol_h=dense.cholesky(H), power=op.power)
 
@@ -101,8 +101,8 @@ def _block_diagonal(blocks: Float[Array, "C m m"]) -> Float[Array, "Cm Cm"]:
 
 
 def class_mv(op: LowRankCovariance, a: Float[Array, "n C"]) -> Float[Array, "n C"]:
-    """K~ a for every class: V^T (V a) + s g a."""
-    return op.V.T @ (op.V @ a) + (op.power * op.g)[:, None] * a
+    """K~ a for every class: Phi (Phi^T a) + s g a."""
+    return op.Phi @ (a.T @ op.Phi).T + (op.power * op.g)[:, None] * a
 
 
 def _log_lik(Y, F):
@@ -165,7 +165,7 @@ def solve_sparse_softmax_laplace(method, op: LowRankCovariance, Y: Float[Array, 
     pi = jax.nn.softmax(F, axis=1)
     factor = softmax_factor(op, pi)
     log_marginal = _log_lik(Y, F) - 0.5 * jnp.sum((Y - pi) * F) - factor.half_log_det()
-    weights = dense.solve_triangular(op.chol_uu, op.V @ (Y - pi), lower=True, trans=1)  # K_uu^-1 K_un a, (m, C)
+    weights = dense.solve_triangular(op.chol_uu, ((Y - pi).T @ op.Phi).T, lower=True, trans=1)  # K_uu^-1 K_un a, (m, C)
     return SparseSoftmaxSolution(
         alpha=weights,
         chol_uu=op.chol_uu,
