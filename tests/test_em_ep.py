@@ -1,4 +1,11 @@
-"""The variational bound F at a fixed Gaussian q, and EM-EP (Kim & Ghahramani 2006)."""
+"""The variational bound F at a fixed Gaussian q, and EM-EP (Kim & Ghahramani 2006).
+
+Compile time dominates: every EM-EP fit here is ``run_em_ep`` on the 30-case shape, one compiled program (with
+``progress=True``, whose printed lines one test checks) and its vmap.
+"""
+
+import contextlib
+import io
 
 import jax
 import jax.numpy as jnp
@@ -30,43 +37,50 @@ def dense_bound(K_q, tau, mean, C, log_lik, y):
     return data + prior + entropy
 
 
+@gpc.filter_jit
+def posterior_and_bounds(method, kernel, other, X, y):
+    """The posterior q of ``method`` and gpc.variational_bound at q with its own kernel and with ``other``: one
+    program per method."""
+    post = gpc.infer(method, kernel, PROBIT, X, y)
+    return post, gpc.variational_bound(post, y), gpc.variational_bound(post, y, kernel=other)
+
+
 @pytest.mark.parametrize("method", [gpc.EP(), gpc.Laplace()], ids=["ep", "laplace"])
 def test_bound_matches_dense_formula_and_lies_below_exact_log_z(method):
     rng = np.random.default_rng(7)
     X, y = rng.normal(size=(3, 2)), np.array([1.0, -1.0, 1.0])
     kernel = gpc.kernels.SquaredExponential(variance=4.0, lengthscale=1.2)
-    post = gpc.infer(method, kernel, PROBIT, X, y)
+    # At other hyperparameters (q fixed), including a kernel with a different structure.
+    other = gpc.kernels.SquaredExponential(variance=2.0, lengthscale=0.7) + gpc.kernels.White(0.1)
+    post, F, F_other = jax.device_get(posterior_and_bounds(method, kernel, other, X, y))
     K = gram(kernel, X)
     tau, mean = np.asarray(post.sqrt_w) ** 2, np.asarray(post.mean)
-    F = float(gpc.variational_bound(post, y))
     np.testing.assert_allclose(F, dense_bound(K, tau, mean, K, special.log_ndtr, y), rtol=1e-9)
     # Jensen: F <= log Z, and (Kuss & Rasmussen sec. 7.4) EP's own estimate is much closer.
     exact = brute_force_log_z(K, PROBIT, y)
     assert F < exact
     if isinstance(method, gpc.EP):
         assert abs(float(post.log_marginal) - exact) < exact - F
-    # At other hyperparameters (q fixed), including a kernel with a different structure.
-    other = gpc.kernels.SquaredExponential(variance=2.0, lengthscale=0.7) + gpc.kernels.White(0.1)
     C = gram(other, X)
-    F_other = float(gpc.variational_bound(post, y, kernel=other))
     np.testing.assert_allclose(F_other, dense_bound(K, tau, mean, C, special.log_ndtr, y), rtol=1e-9)
 
 
-def test_bound_gradient_with_q_fixed_matches_finite_differences(pima_small):
-    """d F / d theta at fixed q is Kim & Ghahramani eq. 17 (here by autodiff), and d F / d epsilon."""
-    X, y = pima_small
-    X, y = X[:25], y[:25]
-    lik = gpc.likelihoods.LabelNoise(PROBIT, epsilon=0.1)
-    post = gpc.infer(gpc.EP(), gpc.kernels.SquaredExponential(3.0, 2.0), lik, X, y)
+def test_bound_gradient_with_q_fixed_matches_finite_differences(em_fit):
+    """d F / d theta at fixed q is Kim & Ghahramani eq. 17 (here by autodiff), and d F / d epsilon.  q is the EP
+    posterior of the EM-EP fit (any Gaussian q will do; this one costs no compilation of its own); F is taken at
+    another kernel (ARD) and likelihood (label noise on the probit)."""
+    X, y, result, _ = em_fit
+    post = result.posterior
 
     @gpc.jit
-    def bound(theta):
+    @jax.value_and_grad
+    def bound(theta):  # value and gradient: one program
         kernel = gpc.kernels.SquaredExponential(jnp.exp(theta[0]), jnp.exp(theta[1:-1])) + gpc.kernels.White(1e-3)
         return gpc.variational_bound(post, y, kernel=kernel, likelihood=gpc.likelihoods.LabelNoise(PROBIT, theta[-1]))
 
     theta = np.concatenate([[np.log(2.0)], np.log(1.5) + 0.1 * np.arange(X.shape[1]), [0.07]])
-    grad = np.asarray(jax.grad(bound)(jnp.asarray(theta)))
-    fd = central_difference(lambda t: float(bound(jnp.asarray(t))), theta, h=1e-5)
+    grad = np.asarray(bound(theta)[1])
+    fd = central_difference(lambda t: float(bound(t)[0]), theta, h=1e-5)
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)
 
 
@@ -90,13 +104,28 @@ def kim_ghahramani_kernel(d):
 
 @pytest.fixture(scope="module")
 def em_fit():
+    """The fit of ``run_em_ep``, and the lines it printed to stderr (progress=True)."""
     X, y = circle_data(30, 2, seed=4)
-    return X, y, run_em_ep(X, y)
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        result = jax.block_until_ready(run_em_ep(X, y))
+        jax.effects_barrier()  # the reports are host callbacks
+    return X, y, result, err.getvalue().splitlines()
+
+
+def test_em_ep_prints_with_progress_true(em_fit):
+    """progress=True prints the first E-step's line (step 0) and the last EM step's, with the fit's own values.
+
+    (tests/test_progress.py has the other loops' reports; EM-EP's are checked here, on the fit that the other
+    tests check, so that its program compiles once.)"""
+    _, _, result, err = em_fit
+    assert err[0].startswith("fit_em_ep step     0/400") and "log_marginal" in err[0] and "epsilon" in err[0]
+    assert err[-1].startswith(f"fit_em_ep step {int(result.num_steps):5d}/400") and "(done" in err[-1]
+    assert f"{float(result.log_marginal): .8e}" in err[-1]
 
 
 def test_em_ep_reaches_its_fixed_point(em_fit):
     """At convergence theta maximises F at q(theta) (M-step stationarity) and epsilon = r / n."""
-    X, y, result = em_fit
+    X, y, result, _ = em_fit
     assert bool(result.converged) and bool(result.m_step_converged)
     assert bool(result.posterior.info.converged)
     treedef = jax.tree.structure(result.kernel)
@@ -134,9 +163,10 @@ def test_em_ep_needs_label_noise_to_adapt_epsilon():
 
 
 def run_em_ep(X, y):
-    """The EM-EP fit of ``em_fit``: data of its shape share one compilation."""
+    """The EM-EP fit of ``em_fit``: data of its shape share one compilation (``progress=True`` is a static
+    argument like any other: the same program reports in every test)."""
     lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon=0.01)
-    return gpc.fit_em_ep(gpc.EP(), kim_ghahramani_kernel(2), lik, X, y, max_steps=400)
+    return gpc.fit_em_ep(gpc.EP(), kim_ghahramani_kernel(2), lik, X, y, max_steps=400, progress=True)
 
 
 def test_em_ep_under_vmap_matches_one_by_one(em_fit):
@@ -144,7 +174,7 @@ def test_em_ep_under_vmap_matches_one_by_one(em_fit):
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
     run = run_em_ep  # one by one: em_fit's compiled program
 
-    batched = gpc.jit(jax.vmap(run))(Xs, ys)
+    batched = jax.device_get(gpc.jit(jax.vmap(run))(Xs, ys))
     for i in range(2):
         single = run(Xs[i], ys[i])
         np.testing.assert_allclose(float(batched.log_marginal[i]), float(single.log_marginal), rtol=1e-9)

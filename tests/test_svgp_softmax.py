@@ -1,5 +1,10 @@
 """Multi-class (softmax) SVGP: the Monte Carlo estimator against quadrature, dense NumPy formulas, the binary
-logistic quadrature at C = 2, minibatch identities, finite differences, natural-gradient stationarity, Vehicle."""
+logistic quadrature at C = 2, minibatch identities, finite differences, natural-gradient stationarity, Vehicle.
+
+Compile time dominates: the three-class tests share one data shape (N = 30, M = 6), and the models whose gradients
+are taken one static configuration (Monte Carlo with NUM_SAMPLES draws), so that ``elbo_and_grad`` compiles once for
+them; results are read as NumPy arrays (indexing a JAX array outside jit compiles a program per operation).
+"""
 
 import functools
 
@@ -8,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import central_difference, gram, standardised_subset
+from conftest import central_difference, gram, jit_call, standardised_subset
 from scipy import special
 
 import gpclass as gpc
@@ -19,6 +24,7 @@ SOFTMAX = gpc.likelihoods.Softmax(C)
 KERNEL = gpc.kernels.SquaredExponential(np.float64(1.3), np.float64(0.8))
 KEY = jax.random.key(0)
 N, M = 30, 6
+NUM_SAMPLES = 10_000  # the Monte Carlo natural-gradient test's draws per case; the finite-difference test's too
 
 
 def toy_classes(n=N, seed=0, num_classes=C):
@@ -94,38 +100,56 @@ def test_kl_is_the_sum_over_classes_of_the_dense_gaussian_kl():
     for c in range(C):
         Sigma, mu = S[c] @ S[c].T, np.asarray(model.q_mu)[:, c]
         expected += 0.5 * (np.trace(Sigma) + mu @ mu - M - np.linalg.slogdet(Sigma)[1])
-    np.testing.assert_allclose(float(jax.jit(lambda mdl: mdl.kl())(model)), expected, rtol=1e-12)
+    np.testing.assert_allclose(float(jit_call(model.kl)), expected, rtol=1e-12)
 
 
 def test_minibatches_with_their_cases_keys_average_exactly_to_the_full_batch_estimate():
     """Case i's noise comes from its own key: the full batch with one key (split into a key per case) is the
-    average of a partition's estimates, each batch given its cases' keys and scaled by n / b, exactly."""
+    average of a partition's estimates, each batch given its cases' keys and scaled by n / b, exactly.  (The
+    full batch through the gradient tests' compiled ``elbo_and_grad``, the batches through ``elbo_value``.)"""
     X, y = toy_classes()
-    model = random_model(X, seed=2)
-    full = elbo(model, X, y, key=KEY)
+    model = random_model(X, seed=2, num_samples=NUM_SAMPLES)
+    full = float(elbo_and_grad(model, X, y, None, KEY)[0])
     keys = jax.random.split(KEY, N)
     batches = [elbo(model, X[i:i + 10], y[i:i + 10], N, keys[i:i + 10]) for i in (0, 10, 20)]
     np.testing.assert_allclose(np.mean(batches), full, rtol=1e-12)
-    assert abs(elbo(model, X, y, key=jax.random.key(1)) - full) > 1e-3  # the key is used
+    other_key = float(elbo_and_grad(model, X, y, None, jax.random.key(1))[0])
+    assert abs(other_key - full) > 1e-3, (other_key, full)  # the key is used
 
 
 def test_gradient_matches_finite_differences_with_the_key_fixed():
     """With the noise fixed the Monte Carlo objective is smooth: autodiff equals central differences in the log
-    hyperparameters, an inducing coordinate, a class's mean and a class's Cholesky entry."""
+    hyperparameters (by the chain rule from the model's own, d/d log v = v d/dv), an inducing coordinate, a
+    class's mean and a class's Cholesky entry.  The model has the Monte Carlo natural-gradient test's
+    configuration, so value and gradient come from that test's compiled ``elbo_and_grad``."""
     X, y = toy_classes()
-    base = random_model(X, seed=3)
+    base = random_model(X, seed=3, num_samples=NUM_SAMPLES)
+    inducing, q_mu, q_sqrt = (np.asarray(a) for a in (base.inducing, base.q_mu, base.q_sqrt))
 
     def with_params(p):
-        kernel = gpc.kernels.SquaredExponential(jnp.exp(p[0]), jnp.exp(p[1]))
-        return gpc.SVGP(kernel, SOFTMAX, base.inducing.at[2, 0].set(p[2]), base.q_mu.at[1, 2].set(p[3]),
-                        base.q_sqrt.at[1, 3, 1].set(p[4]))
+        Z, mu, S = inducing.copy(), q_mu.copy(), q_sqrt.copy()
+        Z[2, 0], mu[1, 2], S[1, 3, 1] = p[2:]
+        kernel = gpc.kernels.SquaredExponential(np.exp(p[0]), np.exp(p[1]))
+        return gpc.SVGP(kernel, SOFTMAX, Z, mu, S, num_samples=NUM_SAMPLES)
 
-    value_and_grad = gpc.jit(jax.value_and_grad(lambda p: with_params(p).elbo(X, y, key=KEY)))
-    p0 = np.array([np.log(1.3), np.log(0.8), float(base.inducing[2, 0]), float(base.q_mu[1, 2]),
-                   float(base.q_sqrt[1, 3, 1])])
-    grad = value_and_grad(p0)[1]
-    fd = central_difference(lambda p: float(value_and_grad(p)[0]), p0, h=1e-5)
+    p0 = np.array([np.log(1.3), np.log(0.8), inducing[2, 0], q_mu[1, 2], q_sqrt[1, 3, 1]])
+    g = jax.device_get(elbo_and_grad(with_params(p0), X, y, None, KEY)[1])
+    grad = np.array([np.exp(p0[0]) * g.kernel.variance, np.exp(p0[1]) * g.kernel.lengthscale, g.inducing[2, 0],
+                     g.q_mu[1, 2], g.q_sqrt[1, 3, 1]])
+    fd = central_difference(lambda p: float(elbo_and_grad(with_params(p), X, y, None, KEY)[0]), p0, h=1e-5)
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)
+
+
+@gpc.filter_jit
+def two_class_terms(model, X, y, key):
+    """q(f)'s marginals at X, the Monte Carlo data term (the ELBO plus the KL term) and the binary Logistic
+    likelihood's quadrature of the same expectation at N(m^0 - m^1, v^0 + v^1): one program."""
+    mean, cov = gpc.predict_latent(model, X)
+    data = model.elbo(X, y, key=key) + model.kl()
+    var = jnp.diagonal(cov, axis1=1, axis2=2)
+    exact = jnp.sum(gpc.likelihoods.Logistic().expected_log_prob(jnp.where(y == 0, 1.0, -1.0),
+                                                                  mean[:, 0] - mean[:, 1], var.sum(1)))
+    return mean, cov, data, exact
 
 
 def test_two_classes_marginals_are_dense_formulas_and_the_data_term_is_the_logistic_quadrature():
@@ -135,22 +159,19 @@ def test_two_classes_marginals_are_dense_formulas_and_the_data_term_is_the_logis
     (sd[logsumexp f] <= max_c sqrt(v^c), the Gaussian Poincare inequality)."""
     X, y = toy_classes(num_classes=2, seed=4)
     model = random_model(X, seed=4, num_classes=2, num_samples=20_000)
-    Z = np.asarray(model.inducing)
+    Z, q_mu, q_sqrt = (np.asarray(a) for a in (model.inducing, model.q_mu, model.q_sqrt))
     K_zz = gram(KERNEL, Z)
     L = np.linalg.cholesky(K_zz + model.jitter * np.mean(np.diag(K_zz)) * np.eye(M))
     A = np.linalg.solve(L, gram(KERNEL, Z, X))
-    mean, cov = gpc.predict_latent(model, X)
+    mean, cov, data, exact = jax.device_get(two_class_terms(model, X, y, KEY))
     assert mean.shape == (N, 2) and cov.shape == (N, 2, 2)
     for c in range(2):
-        S = np.tril(np.asarray(model.q_sqrt[c]))
-        np.testing.assert_allclose(mean[:, c], A.T @ np.asarray(model.q_mu[:, c]), atol=1e-12)
+        S = np.tril(q_sqrt[c])
+        np.testing.assert_allclose(mean[:, c], A.T @ q_mu[:, c], atol=1e-12)
         dense_var = float(KERNEL.variance) - np.sum(A**2, 0) + np.diag(A.T @ S @ S.T @ A)
         np.testing.assert_allclose(cov[:, c, c], dense_var, rtol=1e-10)
     np.testing.assert_array_equal(cov[:, 0, 1], 0.0)
-    var = np.asarray(cov[:, [0, 1], [0, 1]])
-    data = elbo(model, X, y) + float(model.kl())
-    logistic = jax.jit(gpc.likelihoods.Logistic().expected_log_prob)
-    exact = float(np.sum(logistic(np.where(y == 0, 1.0, -1.0), mean[:, 0] - mean[:, 1], var.sum(1))))
+    var = cov[:, [0, 1], [0, 1]]
     assert abs(data - exact) < 4 * np.sqrt(np.sum(var.max(1)) / 20_000), (data, exact)
 
 
@@ -158,7 +179,7 @@ def test_two_classes_marginals_are_dense_formulas_and_the_data_term_is_the_logis
 def natural_fit(estimator, devices=None):
     """20 (Jensen: 80) full-batch natural-gradient steps of size 1 on q, the hyperparameters and Z frozen."""
     X, y = toy_classes(seed=5)
-    num_samples, num_steps = (10_000, 20) if estimator == "monte_carlo" else (1, 80)
+    num_samples, num_steps = (NUM_SAMPLES, 20) if estimator == "monte_carlo" else (1, 80)
     start = gpc.SVGP.at_prior(KERNEL, SOFTMAX, X[:M], estimator=estimator, num_samples=num_samples)
     fit = gpc.fit_svgp(start, X, y, key=KEY, num_steps=num_steps, natural_gradient_step=1.0,
                        fit_hyperparameters=False, fit_inducing=False, devices=devices)
@@ -173,12 +194,20 @@ def test_natural_gradient_steps_reach_a_stationary_point(estimator, tolerance):
     case) to its noise, in mu and in S each under 4 % of the start's (measured 0.2-0.3 % and 1-1.7 %; 7-8 %
     with Price's factor 1/2 made 0.45)."""
     X, y, start, fit = natural_fit(estimator)
-    assert np.all(np.isfinite(fit.elbo)) and fit.elbo[-1] > fit.elbo[0] + 1.0
+    history = np.asarray(fit.elbo)
+    assert np.all(np.isfinite(history)) and history[-1] > history[0] + 1.0
     check_key = jax.random.key(7)  # noise apart from training's
     g_start, g_end = (elbo_and_grad(model, X, y, None, check_key)[1] for model in (start, fit.model))
     for part in (lambda g: g.q_mu, lambda g: np.tril(g.q_sqrt)):
         start_size, end_size = np.max(np.abs(part(g_start))), np.max(np.abs(part(g_end)))
         assert end_size < tolerance * start_size, (end_size, start_size)
+
+
+@gpc.filter_jit
+def monte_carlo_and_mean_field(model, X, key):
+    """Class probabilities by Monte Carlo (1000 draws) and by the mean-field approximation: one program."""
+    return (gpc.predict(model, X, key=key, num_samples=1000),
+            gpc.predict(model, X, approximation="mean_field"))
 
 
 def test_training_on_vehicle_raises_the_elbo_and_predicts_well():
@@ -192,10 +221,10 @@ def test_training_on_vehicle_raises_the_elbo_and_predicts_well():
     fit = gpc.fit_svgp(start, X_train, y_train, key=KEY, num_steps=150, batch_size=50, optimizer=optax.adam(0.03))
     assert gpc.Status(int(fit.status)) == gpc.Status.MAX_STEPS and fit.elbo.shape == (150,)
     assert fit.model.q_mu.shape == (15, 4) and fit.model.q_sqrt.shape == (4, 15, 15)
-    before, after = np.mean(fit.elbo[:5]), np.mean(fit.elbo[-10:])  # minibatch estimates, each scaled by n / b
+    history = np.asarray(fit.elbo)
+    before, after = np.mean(history[:5]), np.mean(history[-10:])  # minibatch estimates, each scaled by n / b
     assert after > before + 100.0, (before, after)
-    p = gpc.predict(fit.model, X_test, key=jax.random.key(4), num_samples=1000)
-    p_mean_field = gpc.predict(fit.model, X_test, approximation="mean_field")
+    p, p_mean_field = jax.device_get(monte_carlo_and_mean_field(fit.model, X_test, jax.random.key(4)))
     assert p.shape == (200, 4)
     np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-12)
     np.testing.assert_allclose(p_mean_field.sum(1), 1.0, atol=1e-12)

@@ -122,8 +122,9 @@ def test_lower_bound_of_a_single_case_is_the_gaussian_integral_of_q():
 
     Three independent copies of the case (``decoupled``): the bound is three times the single case's."""
     k, y = 2.7, np.array([-1.0])
-    lower, _, _, nu = all_bounds(decoupled(np.zeros((3, 2)), 1), np.repeat(y, 3), np.log(k), np.float64(0.0))
-    np.testing.assert_allclose(np.asarray(nu), float(nu[0]), rtol=1e-12)
+    lower, _, _, nu = jax.device_get(all_bounds(decoupled(np.zeros((3, 2)), 1), np.repeat(y, 3), np.log(k),
+                                                np.float64(0.0)))
+    np.testing.assert_allclose(nu, nu[0], rtol=1e-12)
     lower, nu = float(lower) / 3, float(nu[0])
     lam = np.tanh(nu / 2) / (4 * nu)
     Q = lambda a: special.expit(nu) * np.exp((y[0] * a - nu) / 2 - lam * (a**2 - nu**2))
@@ -138,7 +139,7 @@ def test_sigmoid_bounds_touch_where_the_theory_says():
     """Q(a; nu) <= g(a) (eq. 8), with equality at nu = |a|; R(a; mu) >= g(a) (eq. 9) with equality at mu = g(-a)."""
     a = np.linspace(-12, 12, 97)
     nu = np.array([0.0, 0.5, 2.0, 8.0])[:, None]
-    lam = np.asarray(jj_lambda(jnp.asarray(nu)))
+    lam = np.asarray(jit_call(jj_lambda, nu))
     log_g = -np.logaddexp(0, -a)
     assert np.all(-np.logaddexp(0, -nu) + (a - nu) / 2 - lam * (a**2 - nu**2) <= log_g + 1e-12)
     touch = -np.logaddexp(0, -np.abs(a)) + (a - np.abs(a)) / 2  # nu = |a|: the lambda term vanishes
@@ -253,6 +254,13 @@ def test_gradient_matches_finite_differences(name, lik, log_v, ionosphere_small)
 # --- predictions ------------------------------------------------------------------------------------
 
 
+@gpc.filter_jit
+def predictions(post, X_test):
+    """The latent moments and p(y = +1) by quadrature and by MacKay's approximation at X_test: one program."""
+    mean, var = gpc.predict_latent(post, X_test)
+    return mean, var, gpc.predict(post, X_test), gpc.predict(post, X_test, approximation="mackay")
+
+
 def test_predictions_match_gibbs_mackay_eqs_17_18_and_26(ionosphere_small):
     X_train, y_train = ionosphere_small
     X_test = standardised_subset("ionosphere", 5, n=25)[0]
@@ -260,22 +268,20 @@ def test_predictions_match_gibbs_mackay_eqs_17_18_and_26(ionosphere_small):
     k = np_se(X_test, 3.0, 4.0, X_train)
     kappa = np.full(len(X_test), 3.0)
     lower, _ = evaluate(LOWER, LOGISTIC, np.log(3.0), ard(X_train, np.log(4.0)), X_train, y_train)
-    lam = np.asarray(jj_lambda(lower.warm_start))
+    nu = np.asarray(lower.warm_start)
+    lam = np.tanh(nu / 2) / (4 * nu)  # Gibbs & MacKay's lambda(nu), as in np_jj_lower
     H = np.eye(len(y_train)) + 2 * lam[:, None] * K  # eq. 19
-    mean, var = gpc.predict_latent(lower, X_test)
+    mean, var, p_lower, p_mackay_lower = jax.device_get(predictions(lower, X_test))
     np.testing.assert_allclose(mean, k @ np.linalg.solve(H, y_train / 2), rtol=1e-8, atol=1e-10)  # eq. 17
     np.testing.assert_allclose(var, kappa - 2 * np.einsum("ij,ij->i", k, np.linalg.solve(H, lam[:, None] * k.T).T),
                                rtol=1e-8)  # eq. 18 with its minus sign restored
     upper, _ = evaluate(UPPER, LOGISTIC, np.log(3.0), ard(X_train, np.log(4.0)), X_train, y_train)
     b = y_train * special.expit(np.asarray(upper.warm_start))
-    mean_u, var_u = gpc.predict_latent(upper, X_test)
+    mean_u, var_u, p_upper, p_mackay_upper = jax.device_get(predictions(upper, X_test))
     np.testing.assert_allclose(mean_u, k @ b, rtol=1e-9, atol=1e-12)  # the marginal of eq. 26
     np.testing.assert_allclose(var_u, kappa, rtol=1e-12)
-    for post in (lower, upper):
-        p = gpc.predict(post, X_test)
-        m, v = gpc.predict_latent(post, X_test)
-        np.testing.assert_allclose(gpc.predict(post, X_test, approximation="mackay"),
-                                   special.expit(m / np.sqrt(1 + np.pi * v / 8)), rtol=1e-12)  # eq. 23
+    for m, v, p, p_mackay in ((mean, var, p_lower, p_mackay_lower), (mean_u, var_u, p_upper, p_mackay_upper)):
+        np.testing.assert_allclose(p_mackay, special.expit(m / np.sqrt(1 + np.pi * v / 8)), rtol=1e-12)  # eq. 23
         assert np.all((p > 0) & (p < 1))
 
 
@@ -285,7 +291,7 @@ def test_predictions_match_gibbs_mackay_eqs_17_18_and_26(ionosphere_small):
 def test_vmap_matches_loop_no_recompilation_and_float32(ionosphere_small):
     X, y = ionosphere_small
     log_l = ard(X, np.log(4.0))
-    log_vs = jnp.array([0.0, 1.0, 2.5])
+    log_vs = np.array([0.0, 1.0, 2.5])
 
     likelihood = {"jj-lower": LOGISTIC, "jj-upper": LOGISTIC, "kl": PROBIT}  # evaluate's programs of other tests
 
@@ -293,8 +299,8 @@ def test_vmap_matches_loop_no_recompilation_and_float32(ionosphere_small):
         kernel = se_kernel(log_v, log_l)
         return jnp.stack([gpc.infer(METHODS[m], kernel, likelihood[m], X, y).log_marginal for m in names])
 
-    batched = gpc.jit(jax.vmap(values, in_axes=(0, None, None, None)))(log_vs, log_l, X, y)
-    for name, column in zip(METHODS, np.asarray(batched).T):
+    batched = np.asarray(gpc.jit(jax.vmap(values, in_axes=(0, None, None, None)))(log_vs, log_l, X, y))
+    for name, column in zip(METHODS, batched.T):
         looped = [float(evaluate(METHODS[name], likelihood[name], v, log_l, X, y)[0].log_marginal) for v in log_vs]
         np.testing.assert_allclose(column, looped, rtol=1e-9)
     evaluate(LOWER, LOGISTIC, np.float64(0.37), log_l, X, y)
@@ -302,11 +308,14 @@ def test_vmap_matches_loop_no_recompilation_and_float32(ionosphere_small):
     evaluate(LOWER, LOGISTIC, np.float64(0.52), log_l, X, y)
     assert evaluate._cache_size() == size, "a new value of a hyperparameter must not recompile"
     # float32 data in an x64 process, for the two bounds (KL in float32, with x64 off: tests/test_float32.py).
-    X32, y32 = jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
-    args32 = (jnp.float32(1.0), jnp.asarray(log_l, jnp.float32), X32, y32)
+    args32 = (np.float32(1.0), log_l.astype(np.float32), X.astype(np.float32), y.astype(np.float32))
     bounds = functools.partial(values, names=("jj-lower", "jj-upper"))
-    # The gradient of the sum is NaN if either bound's gradient is (one reverse pass, one compilation).
-    v32, g32 = gpc.jit(lambda *a: (bounds(*a), jax.grad(lambda *b: jnp.sum(bounds(*b)))(*a)))(*args32)
+
+    def summed(*args):  # the bounds as the auxiliary output: one forward pass (not a second program) and the
+        both = bounds(*args)  # reverse pass, whose gradient is NaN if either bound's is
+        return jnp.sum(both), both
+
+    (_, v32), g32 = gpc.jit(jax.value_and_grad(summed, has_aux=True))(*args32)
     assert v32.dtype == jnp.float32 and np.all(np.isfinite(v32)) and np.all(np.isfinite(g32))
     np.testing.assert_allclose(v32, batched[1, :2], rtol=1e-3)
 
