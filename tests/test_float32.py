@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import central_difference, se_kernel, standardised_subset
+from conftest import FAST_COMPILE, central_difference, se_kernel, standardised_subset
 
 import gpclass as gpc
 
@@ -61,7 +61,6 @@ METHODS = pytest.mark.parametrize(
 )
 
 
-FAST_COMPILE = {"xla_backend_optimization_level": 0}  # added to gpclass's XLA options (module docstring)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import central_difference, jit_call, log_marginal_functions, se_kernel, standardised_subset, toy_data
+from conftest import (
+    FAST_COMPILE,
+    central_difference,
+    jit_call,
+    log_marginal_functions,
+    se_kernel,
+    standardised_subset,
+    toy_data,
+)
 from scipy import optimize, special, stats
 from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
@@ -23,7 +31,6 @@ LIKELIHOODS = pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic"
 # code does not matter at these sizes.  ``fast_infer`` is gpc.infer traced into such a program (arrays traced, the
 # method and likelihood in the tree structure), for tests of the solution rather than of the eager entry point,
 # whose own checks the bad-input tests call directly.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
 fast_infer = gpc.jit(gpc.infer, static_argnames="throw", compiler_options=FAST_COMPILE)
 
 # One compiled program per likelihood and data shape gives the posterior, log q and its gradient.

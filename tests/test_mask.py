@@ -15,7 +15,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
-from conftest import se_kernel, standardised_subset
+from conftest import FAST_COMPILE, se_kernel, standardised_subset
 
 import gpclass as gpc
 
@@ -26,7 +26,7 @@ X, Y = standardised_subset("pima", 5, n=40)
 # gpclass's XLA options with LLVM's optimisations off as well, for the tests' own programs: they compile 2-4 times
 # faster and run for milliseconds.  The arithmetic is the same IEEE operations (XLA uses no fast math): values agree
 # with the optimised programs' to the last digit or two.
-FAST = {"xla_backend_optimization_level": 0}
+FAST = FAST_COMPILE
 
 
 @functools.cache

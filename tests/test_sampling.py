@@ -5,7 +5,7 @@ import functools
 import jax
 import numpy as np
 import pytest
-from conftest import brute_force_log_z, gram, jit_call
+from conftest import FAST_COMPILE, brute_force_log_z, gram, jit_call
 from jax.scipy.stats import norm
 from scipy.stats import norm as sp_norm
 
@@ -33,7 +33,6 @@ SAMPLERS = pytest.mark.parametrize("sampler", ["elliptical_slice", "hmc"])
 # The tests' programs are compiled with gpclass's XLA options and LLVM optimisation level 0: the same HLO
 # optimisations and results equal to rounding, at a third to a half of the compile time; their slower machine code
 # does not matter for three cases.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 def mcmc(sampler):

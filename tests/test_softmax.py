@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import as_float64, central_difference, jit_call, se_kernel, standardised_subset
+from conftest import FAST_COMPILE, as_float64, central_difference, jit_call, se_kernel, standardised_subset
 from scipy import special
 
 import gpclass as gpc
@@ -20,7 +20,6 @@ SOFTMAX = gpc.likelihoods.Softmax(C)
 # slower, which these small problems do not notice.  ``fast_infer`` and ``fast_fit`` are gpc.infer and gpc.fit traced
 # into such a program (arrays traced, the method and likelihood in the tree structure), for tests of the result
 # rather than of the eager entry point (called directly where its own checks are tested: the bad-label tests).
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
 fast_infer = gpc.jit(gpc.infer, static_argnames="throw", compiler_options=FAST_COMPILE)
 fast_fit = gpc.jit(gpc.fit, compiler_options=FAST_COMPILE)
 

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import gram, standardised_subset
+from conftest import FAST_COMPILE, gram, standardised_subset
 
 import gpclass as gpc
 from gpclass._inference._infer import solve
@@ -29,7 +29,7 @@ LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 # gpc.jit with LLVM's optimisations off as well, for the tests' own programs: they compile 2-4 times faster and run
 # for milliseconds.  The arithmetic is the same IEEE operations (XLA uses no fast math): values agree with the
 # optimised programs' to the last digit or two.  The library's entry points keep their own options.
-compile_fast = functools.partial(gpc.jit, compiler_options={"xla_backend_optimization_level": 0})
+compile_fast = functools.partial(gpc.jit, compiler_options=FAST_COMPILE)
 
 
 def data():
