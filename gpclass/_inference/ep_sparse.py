@@ -37,13 +37,13 @@ def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     tau, nu, sweeps, status, change = _run_sweeps(method, *constants)
     tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
     factor = op.factor(tau)
-    alpha = _alpha(op, factor, nu)
+    sigma_diag, mu = marginals(op, tau, nu, factor)
     return SparseSolution(
-        alpha=op.inducing_weights(alpha),
+        alpha=op.inducing_weights(_alpha(op, factor, nu)),
         chol_uu=op.chol_uu,
         chol_u=factor.chol,
-        mean=op.mv(alpha),
-        log_marginal=log_marginal(op, likelihood, y, tau, nu, factor),
+        mean=mu,
+        log_marginal=_log_marginal_at(op, likelihood, y, tau, nu, factor, sigma_diag, mu),
         info=SolverInfo(num_steps=sweeps, status=status, max_change=change),
         warm_start=(tau, nu),
     )
@@ -55,8 +55,14 @@ def _alpha(op, factor: SparseFactor, nu):
 
 
 def marginals(op, tau, nu, factor: SparseFactor):
-    """diag Sigma and mu = Sigma nu~ = K~ alpha of q(f) = N(mu, (K~^-1 + S~)^-1)."""
-    return factor.posterior_variance(op), op.mv(_alpha(op, factor, nu))
+    """diag Sigma and mu = Sigma nu~ of q(f) = N(mu, (K~^-1 + S~)^-1), Sigma = diag(delta) + R R^T.
+
+    mu is Sigma nu~ (``SparseFactor.posterior_times``), not the equal K~ alpha:
+    alpha comes from a solve with I + Phi^T D Phi, whose rounding (condition
+    number ~1e6 at n = 10^5) moved mu by 1e-9 and kept the sites from meeting
+    a 1e-10 tolerance at n = 10^6; Sigma nu~ moved by 4e-13 (rows permuted).
+    """
+    return factor.posterior_variance(op), factor.posterior_times(op, nu)
 
 
 def log_marginal(op, likelihood, y, tau, nu, factor: SparseFactor | None = None):
