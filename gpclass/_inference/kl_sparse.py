@@ -46,12 +46,12 @@ def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     tau, nu, steps, status, change = _optimise(method, *lax.stop_gradient((op, likelihood, y, tau0, nu0)))
     tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
     factor = op.factor(tau)
-    alpha = factor.solve_i_plus_wk(op, nu)
+    mu, _, _, alpha = _moments(op, tau, nu, factor)
     return SparseSolution(
         alpha=op.inducing_weights(alpha),
         chol_uu=op.chol_uu,
         chol_u=factor.chol,
-        mean=op.mv(alpha),
+        mean=mu,
         log_marginal=elbo(op, likelihood, y, tau, nu),
         info=SolverInfo(num_steps=steps, status=status, max_change=change),
         warm_start=(tau, nu),
