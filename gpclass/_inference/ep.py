@@ -245,12 +245,15 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor=None, bl
 
     Sigma is recomputed from a fresh Cholesky factor at the start of every
     sweep (lines 13-15), which stops rounding drift.  Each site update is the
-    rank-one change Sigma <- Sigma - c s_i s_i^T (GPML eq. 3.70, s_i = Sigma[:, i]);
-    instead of touching all of Sigma for every site (n^2 memory traffic per site),
-    the sites are taken in blocks of ``block``: within a block only the block's
-    columns of Sigma are kept up to date (O(n block) per site), and the block's
-    rank-``block`` update of Sigma is applied afterwards as one matrix product.
-    The arithmetic is the same sequence of exact rank-one updates.
+    rank-one change Sigma <- Sigma - c s_i s_i^T (GPML eq. 3.70, s_i = Sigma[:, i])
+    and mu <- mu + g s_i.  The sites are taken in blocks of ``block``: a site's
+    cavity needs only its own entries of Sigma and mu, so within a block only
+    the block's b x b part A of Sigma and its part of mu are updated (O(b^2) per
+    site).  The full columns s_i are linear combinations of the block's columns
+    S = Sigma[:, block] at the block's start, s_i = S t_i with
+    t_i = e_i - sum_{j<i} c_j s_j[i] t_j (in b dimensions), so after the block
+    Sigma and mu take the block's rank-b update U diag(c) U^T, U = S T, as
+    matrix products.  The arithmetic is the same sequence of exact rank-one updates.
     """
     n = K.shape[0]
     factor = factor_sites(K, tau) if factor is None else factor
@@ -260,31 +263,37 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor=None, bl
     num_blocks = -(-n // b)
     padded = jnp.concatenate([order, jnp.zeros(num_blocks * b - n, order.dtype)]).reshape(num_blocks, b)
     valid = (jnp.arange(num_blocks * b) < n).reshape(num_blocks, b)
+    eye = jnp.eye(b, dtype=K.dtype)
 
-    def site(carry, t):
-        cols, U, coef, mu, tau, nu, idx, ok = carry
-        i = idx[t]
-        s_i = cols[:, t]
-        s_ii = s_i[i]
-        tau_cav, nu_cav = 1.0 / s_ii - tau[i], mu[i] / s_ii - nu[i]
+    def site(carry, k):
+        A, T, cols, coef, gain, mu_b, tau, nu, idx, ok = carry
+        i = idx[k]
+        a_k = A[:, k]  # Sigma[block, i] now
+        s_kk = a_k[k]
+        tau_cav, nu_cav = 1.0 / s_kk - tau[i], mu_b[k] / s_kk - nu[i]
         new_tau, new_nu = site_update(likelihood, y[i][None], tau_cav[None], nu_cav[None])
-        new_tau = jnp.where(ok[t], (1.0 - damping) * tau[i] + damping * new_tau[0], tau[i])
-        new_nu = jnp.where(ok[t], (1.0 - damping) * nu[i] + damping * new_nu[0], nu[i])
+        new_tau = jnp.where(ok[k], (1.0 - damping) * tau[i] + damping * new_tau[0], tau[i])
+        new_nu = jnp.where(ok[k], (1.0 - damping) * nu[i] + damping * new_nu[0], nu[i])
         delta_tau, delta_nu = new_tau - tau[i], new_nu - nu[i]
-        # Sherman-Morrison (GPML eq. 3.70) and mu = Sigma nu~ updated in O(n).
-        c = delta_tau / (1.0 + delta_tau * s_ii)
-        mu = mu + s_i * (delta_nu - c * (mu[i] + s_ii * delta_nu))
-        cols = cols - c * jnp.outer(s_i, s_i[idx])
-        U, coef = U.at[:, t].set(s_i), coef.at[t].set(c)
-        return (cols, U, coef, mu, tau.at[i].set(new_tau), nu.at[i].set(new_nu), idx, ok), None
+        # Sherman-Morrison (GPML eq. 3.70) and mu = Sigma nu~, on the block.
+        c = delta_tau / (1.0 + delta_tau * s_kk)
+        g = delta_nu - c * (mu_b[k] + s_kk * delta_nu)
+        t_k = eye[:, k] - T @ (coef * cols[k, :])  # s_i = S t_k; cols[k, j] = s_j[i] for the block's earlier j
+        A = A - c * jnp.outer(a_k, a_k)
+        carry = (A, T.at[:, k].set(t_k), cols.at[:, k].set(a_k), coef.at[k].set(c), gain.at[k].set(g),
+                 mu_b + g * a_k, tau.at[i].set(new_tau), nu.at[i].set(new_nu), idx, ok)
+        return carry, None
 
     def block_update(carry, block_sites):
         Sigma, mu, tau, nu = carry
         idx, ok = block_sites
-        start = (Sigma[:, idx], jnp.zeros((n, b), Sigma.dtype), jnp.zeros(b, Sigma.dtype), mu, tau, nu, idx, ok)
-        (_, U, coef, mu, tau, nu, _, _), _ = lax.scan(site, start, jnp.arange(b))
-        Sigma = Sigma - (U * coef) @ U.T
-        return (Sigma, mu, tau, nu), None
+        S = Sigma[:, idx]
+        zeros = jnp.zeros((b, b), Sigma.dtype)
+        start = (S[idx, :], zeros, zeros, jnp.zeros(b, Sigma.dtype), jnp.zeros(b, Sigma.dtype), mu[idx], tau, nu,
+                 idx, ok)
+        (_, T, _, coef, gain, _, tau, nu, _, _), _ = lax.scan(site, start, jnp.arange(b))
+        U = S @ T
+        return (Sigma - (U * coef) @ U.T, mu + U @ gain, tau, nu), None
 
     (_, _, tau, nu), _ = lax.scan(block_update, (Sigma, mu, tau, nu), (padded, valid))
     return tau, nu
