@@ -1,7 +1,9 @@
 """Tests run in float64 (enabled here, never inside the library)."""
 
+import functools
 import typing
 
+import equinox as eqx
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -16,6 +18,17 @@ import gpclass as gpc
 # top of gpclass's: LLVM optimisation level 0, the same XLA program and results (1e-14 where compared), a third of
 # the compile time.  Library entry points called directly keep the library's options, as a user's calls do.
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
+
+# gpc.infer traced into a program of the tests' own (arrays traced, the method and likelihood in the tree structure),
+# for tests of a solution rather than of the eager entry point; one object, so test files share its compilations.
+fast_infer = gpc.jit(gpc.infer, static_argnames="throw", compiler_options=FAST_COMPILE)
+
+
+def fast_filter_jit(fun):
+    """``gpc.filter_jit(fun)`` (arrays traced, everything else static) compiled with ``FAST_COMPILE`` on top of
+    gpclass's options; the program is made at the first call (gpc.compiler_options() starts the backend)."""
+    program = functools.cache(lambda: eqx.filter_jit(fun, compiler_options={**gpc.compiler_options(), **FAST_COMPILE}))
+    return functools.wraps(fun)(lambda *args, **kwargs: program()(*args, **kwargs))
 
 
 def assert_directional_derivatives(value_and_grad, params, *, seed=0, directions=2, h=1e-5, rtol=2e-5, atol=1e-6):

@@ -12,6 +12,7 @@ from conftest import (
     FAST_COMPILE,
     brute_force_log_z,
     central_difference,
+    fast_infer,
     gram,
     log_marginal_functions,
     standardised_subset,
@@ -29,7 +30,6 @@ SCHEDULES = pytest.mark.parametrize("schedule", ["sequential", "parallel"])
 # optimisations and results equal to rounding, at a third to a half of the compile time; their slower machine code
 # does not matter at these sizes.  ``fast_infer`` is gpc.infer traced into such a program (arrays traced, the method
 # and likelihood in the tree structure): the same solver and posterior as an eager call.
-fast_infer = gpc.jit(gpc.infer, static_argnames="throw", compiler_options=FAST_COMPILE)
 
 
 @functools.cache

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import FAST_COMPILE, as_float64, toy_data
+from conftest import FAST_COMPILE, as_float64, fast_infer, toy_data
 from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
@@ -38,7 +38,6 @@ def se(variance, lengthscale):
 START = se(1.0, 1.0)
 FIT_OPTIONS = ("optimizer", "max_steps", "gtol", "ftol", "bounds", "log_prior", "warm_start_inner", "throw")
 fast_fit = gpc.jit(gpc.fit, static_argnames=FIT_OPTIONS, compiler_options=FAST_COMPILE)
-fast_infer = gpc.jit(gpc.infer, static_argnames="throw", compiler_options=FAST_COMPILE)
 
 
 @gpc.jit(static_argnames=FIT_OPTIONS, compiler_options=FAST_COMPILE)

@@ -10,6 +10,7 @@ import pytest
 from conftest import (
     FAST_COMPILE,
     central_difference,
+    fast_infer,
     jit_call,
     log_marginal_functions,
     se_kernel,
@@ -31,7 +32,6 @@ LIKELIHOODS = pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic"
 # code does not matter at these sizes.  ``fast_infer`` is gpc.infer traced into such a program (arrays traced, the
 # method and likelihood in the tree structure), for tests of the solution rather than of the eager entry point,
 # whose own checks the bad-input tests call directly.
-fast_infer = gpc.jit(gpc.infer, static_argnames="throw", compiler_options=FAST_COMPILE)
 
 # One compiled program per likelihood and data shape gives the posterior, log q and its gradient.
 LAPLACE = log_marginal_functions(gpc.Laplace())

@@ -15,7 +15,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
-from conftest import FAST_COMPILE, se_kernel, standardised_subset
+from conftest import FAST_COMPILE, fast_filter_jit, se_kernel, standardised_subset
 
 import gpclass as gpc
 
@@ -31,7 +31,7 @@ FAST = FAST_COMPILE
 
 @functools.cache
 def _fast_program(fn):
-    return eqx.filter_jit(fn, compiler_options={**gpc.compiler_options(), **FAST})
+    return fast_filter_jit(fn)
 
 
 def fast_call(fn, *args, **kwargs):

@@ -1,4 +1,11 @@
-"""Jaakkola-Jordan bounds (Gibbs & MacKay 2000) and Gaussian KL inference against independent truths."""
+"""Jaakkola-Jordan bounds (Gibbs & MacKay 2000) and Gaussian KL inference against independent truths.
+
+The tests' own programs (the posteriors and gradients they check, oracles, the vmapped batch, the float32 program,
+the user's jit of the bad-configuration test) are compiled with gpclass's XLA options and LLVM optimisation level 0
+(``FAST_COMPILE``): the same XLA program and results, a third of the compile time.  ``fast_infer`` is gpc.infer
+traced into such a program, for tests of the solution rather than of the eager entry point, whose own checks the
+bad-configuration test calls directly.
+"""
 
 import functools
 
@@ -6,7 +13,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import as_float64, central_difference, jit_call, se_kernel, standardised_subset
+from conftest import (
+    FAST_COMPILE,
+    as_float64,
+    central_difference,
+    fast_filter_jit,
+    fast_infer,
+    jit_call,
+    se_kernel,
+    standardised_subset,
+)
 from scipy import integrate, special, stats
 
 import gpclass as gpc
@@ -15,9 +31,11 @@ from gpclass._inference.jaakkola_jordan import jj_lambda, lower_bound
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 LOWER, UPPER = gpc.JaakkolaJordan(), gpc.JaakkolaJordanUpper()
 METHODS = {"jj-lower": LOWER, "jj-upper": UPPER, "kl": gpc.KL()}
+fast_jit = functools.partial(gpc.jit, compiler_options=FAST_COMPILE)
 
 
-@gpc.jit
+
+@fast_jit
 def evaluate(method, lik, log_variance, log_lengthscale, X, y):
     """The posterior and d log_marginal / d(log variance, log lengthscale): one compilation per method and shape."""
 
@@ -29,7 +47,7 @@ def evaluate(method, lik, log_variance, log_lengthscale, X, y):
     return post, grads
 
 
-@gpc.jit
+@fast_jit
 def all_bounds(X, y, log_variance, log_lengthscale):
     """(log Z', log Z'', KL ELBO, optimal nu) at one setting, for the tiny brute-force problems."""
     kernel = se_kernel(log_variance, log_lengthscale)
@@ -158,7 +176,7 @@ def test_sigmoid_bounds_touch_where_the_theory_says():
 # --- optimality conditions and closed forms ---------------------------------------------------------
 
 
-lower_bound_gradient = gpc.jit(jax.grad(lower_bound, argnums=2))  # d log Z' / d nu, one program
+lower_bound_gradient = fast_jit(jax.grad(lower_bound, argnums=2))  # d log Z' / d nu, one program
 
 
 def test_lower_bound_optimum_is_stationary_and_matches_the_dense_formula(ionosphere_small):
@@ -183,7 +201,7 @@ def test_a_zero_warm_start_is_no_warm_start():
     X, y, variance, lengthscale = random_problem(3, 7)
     log_v, log_l = np.log(variance), np.log(lengthscale)
     cold_log_z, _, _, cold_nu = all_bounds(X, y, log_v, log_l)
-    zero = gpc.infer(LOWER, se_kernel(as_float64(log_v), as_float64(log_l)), LOGISTIC, X, y, init=np.zeros(3))
+    zero = fast_infer(LOWER, se_kernel(as_float64(log_v), as_float64(log_l)), LOGISTIC, X, y, init=np.zeros(3))
     np.testing.assert_allclose(np.asarray(zero.warm_start), np.asarray(cold_nu), rtol=1e-14)
     np.testing.assert_allclose(float(zero.log_marginal), float(cold_log_z), rtol=1e-14)
 
@@ -200,7 +218,7 @@ def test_upper_bound_optimum_is_stationary(ionosphere_small):
     np.testing.assert_allclose(float(post.log_marginal), -entropy.sum() + 0.5 * b @ K @ b, rtol=1e-12)
 
 
-@gpc.filter_jit
+@fast_filter_jit
 def kl_optimality_terms(post, lik, m, v, X, y):
     """(dE/dm, dE/dv) of the expected log-likelihood E at marginals (m, v), and gpc.variational_bound at the
     posterior ``post`` and at the Laplace and EP posteriors of its kernel: one program."""
@@ -254,7 +272,7 @@ def test_gradient_matches_finite_differences(name, lik, log_v, ionosphere_small)
 # --- predictions ------------------------------------------------------------------------------------
 
 
-@gpc.filter_jit
+@fast_filter_jit
 def predictions(post, X_test):
     """The latent moments and p(y = +1) by quadrature and by MacKay's approximation at X_test: one program."""
     mean, var = gpc.predict_latent(post, X_test)
@@ -299,7 +317,7 @@ def test_vmap_matches_loop_no_recompilation_and_float32(ionosphere_small):
         kernel = se_kernel(log_v, log_l)
         return jnp.stack([gpc.infer(METHODS[m], kernel, likelihood[m], X, y).log_marginal for m in names])
 
-    batched = np.asarray(gpc.jit(jax.vmap(values, in_axes=(0, None, None, None)))(log_vs, log_l, X, y))
+    batched = np.asarray(fast_jit(jax.vmap(values, in_axes=(0, None, None, None)))(log_vs, log_l, X, y))
     for name, column in zip(METHODS, batched.T):
         looped = [float(evaluate(METHODS[name], likelihood[name], v, log_l, X, y)[0].log_marginal) for v in log_vs]
         np.testing.assert_allclose(column, looped, rtol=1e-9)
@@ -315,7 +333,7 @@ def test_vmap_matches_loop_no_recompilation_and_float32(ionosphere_small):
         both = bounds(*args)  # reverse pass, whose gradient is NaN if either bound's is
         return jnp.sum(both), both
 
-    (_, v32), g32 = gpc.jit(jax.value_and_grad(summed, has_aux=True))(*args32)
+    (_, v32), g32 = fast_jit(jax.value_and_grad(summed, has_aux=True))(*args32)
     assert v32.dtype == jnp.float32 and np.all(np.isfinite(v32)) and np.all(np.isfinite(g32))
     np.testing.assert_allclose(v32, batched[1, :2], rtol=1e-3)
 
@@ -332,8 +350,8 @@ def test_bad_configurations_are_clear_errors(ionosphere_small):
     with pytest.raises(ValueError, match="no finite maximum"):
         gpc.fit(UPPER, kernel, LOGISTIC, X, y)
     # Inside a user's jit that uses only the bound (everything else is dead code), the check still runs.
-    bound_only = gpc.jit(lambda X, y: gpc.infer(gpc.JaakkolaJordan(max_steps=1), kernel, LOGISTIC, X, y).log_marginal)
+    bound_only = fast_jit(lambda X, y: gpc.infer(gpc.JaakkolaJordan(max_steps=1), kernel, LOGISTIC, X, y).log_marginal)
     with pytest.raises(Exception, match="did not converge"):
         jax.block_until_ready(bound_only(X, y))
-    post = gpc.infer(gpc.JaakkolaJordanUpper(max_steps=1), kernel, LOGISTIC, X, y, throw=False)
+    post = fast_infer(gpc.JaakkolaJordanUpper(max_steps=1), kernel, LOGISTIC, X, y, throw=False)
     assert int(post.info.status) == gpc.Status.MAX_STEPS and int(post.info.num_steps) == 1
