@@ -1,17 +1,19 @@
 """gpclass.sklearn.GaussianProcessClassifier: scikit-learn's estimator checks, scikit-learn's own GPC, labels,
-model selection, pickling, precision and bad input.
+model selection, pickling, precision, bad input and the padding of training sets.
 
-Compile time dominates: the binary tests share one data shape (81 Ionosphere cases; 3-fold CV trains on 54),
-the multi-class tests another (60 Vehicle cases), so each program compiles once per file.
+Compile time dominates: the binary tests share one data shape (81 Ionosphere cases, which the estimator pads to 88;
+3-fold CV trains on 54, padded to 56), the multi-class tests another (60 Vehicle cases), so each program compiles
+once per file.
 """
 
+import functools
 import pickle
 import warnings
 
 import jax
 import numpy as np
 import pytest
-from conftest import standardised_subset
+from conftest import fast_filter_jit, standardised_subset
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.gaussian_process import GaussianProcessClassifier as SklearnGPC
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
@@ -21,7 +23,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import gpclass as gpc
-from gpclass.sklearn import EXPECTED_FAILED_CHECKS, GaussianProcessClassifier
+from gpclass.sklearn import EXPECTED_FAILED_CHECKS, GaussianProcessClassifier, _training_size
 
 N = 81  # 3-fold CV: 54 training cases in every fold, the refit 81
 
@@ -48,6 +50,12 @@ def fixed_binary(binary):
 
 
 @pytest.fixture(scope="module")
+def ml2_binary(binary):
+    """Laplace, logistic, ML-II (the estimator's default) from the default kernel."""
+    return GaussianProcessClassifier().fit(*binary)
+
+
+@pytest.fixture(scope="module")
 def fixed_softmax(three_classes):
     """Softmax Laplace, the default kernel held fixed, Monte Carlo probabilities seeded with 0."""
     return GaussianProcessClassifier(optimize=False, random_state=0).fit(*three_classes)
@@ -56,10 +64,12 @@ def fixed_softmax(three_classes):
 # ------------------------------------------------------------------------------------------------- 1. checks
 
 # The instance checked: optimize=False, so a fit is one inference and the checks' dozens of fits on ~20 data shapes
-# compile one program each (~39 s of the file on one core).  With ML-II (the default) the same checks pass, and
-# check_decision_proba_consistency too (by hand: check_estimator(GaussianProcessClassifier(),
-# expected_failed_checks=EXPECTED_FAILED_CHECKS), about 3 minutes).  multi_class="one_vs_rest" would compile less
-# (~27 s) but its binary Laplace fits at n = 200-300 slowed 25-fold when the CPU was oversubscribed.
+# compile one program each: 30 programs (19 fits, 11 predictions; 16 s of compiling on 2 idle cores).  Padding merges
+# only the binary fits' sizes (11 shapes, 7 programs): the shapes differ in d too, and softmax fits are not padded.
+# With ML-II (the default) the same checks pass, and check_decision_proba_consistency too (by hand:
+# check_estimator(GaussianProcessClassifier(), expected_failed_checks=EXPECTED_FAILED_CHECKS), about 3 minutes).
+# multi_class="one_vs_rest" would compile less (~27 s) but its binary Laplace fits at n = 200-300 slowed 25-fold when
+# the CPU was oversubscribed.
 @parametrize_with_checks(
     [GaussianProcessClassifier(optimize=False)], expected_failed_checks=lambda estimator: EXPECTED_FAILED_CHECKS
 )
@@ -188,9 +198,9 @@ def test_pipeline_grid_search_cross_val(binary):
 # ------------------------------------------------------------------------------------------------ 5. pickle
 
 
-def test_pickle_round_trip(binary, fixed_binary, three_classes, fixed_softmax):
+def test_pickle_round_trip(binary, fixed_binary, ml2_binary, three_classes, fixed_softmax):
     X, y = binary
-    fitted = GaussianProcessClassifier().fit(X, y)  # ML-II
+    fitted = ml2_binary
     assert fitted.fit_status_ in (gpc.Status.CONVERGED, gpc.Status.AT_BOUND)
     assert fitted.log_marginal_likelihood_value_ > fixed_binary.log_marginal_likelihood_value_  # ML-II's start
     for clf, Z in ((fitted, X), (fixed_softmax, three_classes[0])):
@@ -261,3 +271,85 @@ def test_bad_input(binary, fixed_binary, three_classes):
         GaussianProcessClassifier(method="ep").fit(*three_classes)
     with pytest.raises(ValueError, match="use multi_class='one_vs_rest'"):
         GaussianProcessClassifier(likelihood="probit").fit(*three_classes)
+
+
+# --------------------------------------------------------------------------------------------- 8. padding
+
+
+def _default_kernel(d):
+    """The estimator's default start, sigma_f^2 = 1 and l = sqrt(d), as float64 arrays."""
+    return gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(np.sqrt(d)))
+
+
+# gpc.infer, gpc.fit and gpc.predict as the tests' own programs (FAST_COMPILE), one per function and shape.
+_reference = functools.cache(fast_filter_jit)
+
+
+def _test_points(X):
+    """Points off the training inputs and five on them (the first is the case the padding copies)."""
+    return np.concatenate([X[::2] + 0.3, X[:5]])
+
+
+def test_training_sizes():
+    """Training sets are padded to sizes n <= size <= max(32, 1.125 n), at most 8 per octave, so that nearby
+    sizes (3-fold CV of 163 cases: folds of 108 and 109) share one compiled program."""
+    sizes = np.array([_training_size(n) for n in range(1, 5000)])
+    n = np.arange(1, 5000)
+    assert np.all(sizes >= n) and np.all(sizes <= np.maximum(32, 1.125 * n)) and np.all(np.diff(sizes) >= 0)
+    for k in range(5, 12):
+        assert len(np.unique(sizes[(n > 2**k) & (n <= 2 ** (k + 1))])) == 8
+    assert _training_size(108) == _training_size(109) == 112 and _training_size(54) == _training_size(55) == 56
+    assert _training_size(N) == 88 and _training_size(1) == _training_size(32) == 32
+
+
+def test_padded_fit_equals_unpadded(binary, fixed_binary):
+    """The estimator fits the 81 cases padded to 88 (copies of the first case, masked out); gpclass's own inference
+    on the 81 cases alone (no padding, no mask) gives the same log marginal likelihood and probabilities to rounding
+    (measured: 0 and 2e-16; the means 1e-15)."""
+    X, y = binary
+    assert fixed_binary.posterior_.X.shape == (88, X.shape[1])  # padded
+    direct = _reference(gpc.infer)(gpc.Laplace(), _default_kernel(X.shape[1]), gpc.likelihoods.Logistic(), X, y)
+    np.testing.assert_allclose(fixed_binary.log_marginal_likelihood_value_, direct.log_marginal, rtol=1e-12)
+    np.testing.assert_allclose(fixed_binary.posterior_.mean[:N], direct.mean, rtol=0, atol=1e-10)
+    X_test = _test_points(X)
+    np.testing.assert_allclose(fixed_binary.predict_proba(X_test)[:, 1], _reference(gpc.predict)(direct, X_test),
+                               rtol=0, atol=1e-10)
+
+
+def test_padded_ml2_equals_unpadded(binary, ml2_binary):
+    """ML-II on the padded cases against gpc.fit on the 81 cases alone, from the same start: the same
+    hyperparameters (measured: 6e-12 relative), log marginal likelihood (3e-15) and probabilities (2e-12)."""
+    X, y = binary
+    direct = _reference(gpc.fit)(gpc.Laplace(), _default_kernel(X.shape[1]), gpc.likelihoods.Logistic(), X, y,
+                                 max_steps=100)
+    assert ml2_binary.fit_status_ == int(direct.status)
+    fitted = ml2_binary.kernel_
+    np.testing.assert_allclose([fitted.variance, fitted.lengthscale], [direct.kernel.variance,
+                               direct.kernel.lengthscale], rtol=1e-8)
+    np.testing.assert_allclose(ml2_binary.log_marginal_likelihood_value_, direct.objective, rtol=1e-12)
+    X_test = _test_points(X)
+    np.testing.assert_allclose(ml2_binary.predict_proba(X_test)[:, 1], _reference(gpc.predict)(direct.posterior,
+                               X_test), rtol=0, atol=1e-10)
+
+
+def test_nearby_sizes_share_programs(binary, fixed_binary):
+    """84 training cases (81, three of them weighted 2) pad to the 88 of the 81: that fit and its predictions
+    compile no new program."""
+    X, y = binary
+    fixed_binary.predict_proba(X)  # the 81-case model's programs, compiled here if no test did before
+    compiled = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        weights = np.ones(N)
+        weights[:3] = 2
+        clf = GaussianProcessClassifier(optimize=False).fit(X, y, sample_weight=weights)
+        p = clf.predict_proba(X)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert clf.posterior_.X.shape[0] == 88 and compiled == []
+    assert np.max(np.abs(p - fixed_binary.predict_proba(X))) > 1e-6  # a different model, from the same programs
