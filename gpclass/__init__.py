@@ -39,6 +39,7 @@ from ._sparse import Sparse
 from ._status import Status
 from ._svgp import SVGP
 from ._svgp_fit import SVGPFit, fit_svgp
+from ._threads import limit_lapack_threads
 from .likelihoods import mackay_probability
 
 __version__ = "0.1.0"
@@ -77,6 +78,7 @@ __all__ = [
     "jit",
     "kernels",
     "likelihoods",
+    "limit_lapack_threads",
     "load",
     "mackay_probability",
     "metrics",
