@@ -84,10 +84,9 @@ def half_log_det_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"], L: Float[
     ``stop_gradient``, so that no Cholesky VJP runs on a zero cotangent): the
     derivative flows to K and sqrt_w directly.  With S = W^1/2 and
     B = I + S K S, d(1/2 log|B|) = 1/2 tr(B^-1 dB) gives dK: 1/2 S B^-1 S and
-    dS_i: (K S B^-1)_ii.  B^-1 = L^-T (L^-1 I) costs two triangular solves
-    with n right-hand sides (about 4 Cholesky factorisations at n = 1000, where
-    L^-T L^-1 as a product took twice as long), against about 10 for reverse
-    mode through the Cholesky factorisation.
+    dS_i: (K S B^-1)_ii, with B^-1 from L (:func:`inverse_from_cholesky`),
+    against about 10 Cholesky factorisations for reverse mode through the
+    factorisation.
     """
     return _half_log_det_b(K, sqrt_w, jax.lax.stop_gradient(L))
 
@@ -103,13 +102,53 @@ def _half_log_det_b_fwd(K, sqrt_w, L):
 
 def _half_log_det_b_bwd(residuals, g):
     K, sqrt_w, L = residuals
-    B_inv = solve_b(L, jnp.eye(L.shape[0], dtype=L.dtype))
+    B_inv = inverse_from_cholesky(L)
     K_bar = 0.5 * g * (sqrt_w[:, None] * B_inv * sqrt_w[None, :])
     sqrt_w_bar = g * jnp.sum(K * B_inv * sqrt_w[None, :], axis=1)
     return K_bar, sqrt_w_bar, jnp.zeros_like(L)
 
 
 _half_log_det_b.defvjp(_half_log_det_b_fwd, _half_log_det_b_bwd)
+
+
+def inverse_from_cholesky(L: Float[Array, "n n"]) -> Float[Array, "n n"]:
+    """B^-1 = U U^T, U = L^-T, from the lower Cholesky factor L of B (LAPACK's potri: trtri, then lauum).
+
+    Both halves are 2 x 2 block recursions whose work is matrix products
+    (n^3 / 3 multiply-adds each): for L = [[A, 0], [C, D]],
+    L^-T = [[A^-T, -A^-T C^T D^-T], [0, D^-T]] and, for an upper-triangular
+    U = [[P, Q], [0, R]], U U^T = [[P P^T + Q Q^T, Q R^T], [R Q^T, R R^T]].
+    Every product has the form X Y^T or X Y, which XLA's CPU backend runs about
+    twice as fast as X^T Y (n = 1000: 39 against 84 ms).  Blocks of at most
+    max(128, n/8) rows end the recursion (a triangular solve with the identity),
+    so the program holds at most eight.  At n = 1000 it took 36 ms against 78 ms
+    for two triangular solves with n right-hand sides (one BLAS thread), with the
+    same accuracy (1.5e-15 against NumPy's inverse, relative to its largest entry).
+    """
+    leaf = max(128, -(-L.shape[0] // 8))
+    return _times_own_transpose(_inverse_transpose(L, leaf), leaf)
+
+
+def _inverse_transpose(L, leaf: int):
+    """L^-T (upper triangular) for a lower-triangular L."""
+    m = L.shape[0]
+    if m <= leaf:
+        return dense.solve_triangular(L, jnp.eye(m, dtype=L.dtype), lower=True, trans=1)
+    h = m // 2
+    P, R = _inverse_transpose(L[:h, :h], leaf), _inverse_transpose(L[h:, h:], leaf)
+    Q = -(P @ L[h:, :h].T) @ R
+    return jnp.block([[P, Q], [jnp.zeros((m - h, h), L.dtype), R]])
+
+
+def _times_own_transpose(U, leaf: int):
+    """U U^T for an upper-triangular U (LAPACK's lauum)."""
+    m = U.shape[0]
+    if m <= leaf:
+        return U @ U.T
+    h = m // 2
+    P, Q, R = U[:h, :h], U[:h, h:], U[h:, h:]
+    top_right = Q @ R.T
+    return jnp.block([[_times_own_transpose(P, leaf) + Q @ Q.T, top_right], [top_right.T, _times_own_transpose(R, leaf)]])
 
 
 def solve_b(L: Float[Array, "n n"], v: Array) -> Array:
