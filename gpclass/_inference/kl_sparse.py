@@ -52,7 +52,7 @@ def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> 
         chol_uu=op.chol_uu,
         chol_u=factor.chol,
         mean=mu,
-        log_marginal=elbo(op, likelihood, y, tau, nu),
+        log_marginal=elbo(op, likelihood, y, tau, nu, factor),
         info=SolverInfo(num_steps=steps, status=status, max_change=change),
         warm_start=(tau, nu),
     )
@@ -65,9 +65,9 @@ def _moments(op, tau, nu, factor):
     return mu, sigma_diag, sigma_diag + (1.0 - op.power) * op.g, alpha
 
 
-def elbo(op, likelihood, y, tau, nu):
-    """The ELBO of the sites (tau~, nu~) under K~ (module docstring)."""
-    factor = op.factor(tau)
+def elbo(op, likelihood, y, tau, nu, factor=None):
+    """The ELBO of the sites (tau~, nu~) under K~ (module docstring); ``factor`` is ``op.factor(tau)`` if computed."""
+    factor = op.factor(tau) if factor is None else factor
     mu, sigma_diag, v, alpha = _moments(op, tau, nu, factor)
     kl = 0.5 * (jnp.dot(mu, alpha) - jnp.dot(tau, sigma_diag)) + factor.half_log_det_b(op)
     return jnp.sum(likelihood.expected_log_prob(y, mu, v)) - kl
