@@ -65,13 +65,9 @@ def marginals(op, tau, nu, factor: SparseFactor):
     return factor.posterior_variance(op), factor.posterior_times(op, nu)
 
 
-def log_marginal(op, likelihood, y, tau, nu, factor: SparseFactor | None = None):
-    """log Z_EP under K~, with nu~^T Sigma nu~ as a sum of squares (``SparseFactor.posterior_quadratic``)."""
-    factor = op.factor(tau) if factor is None else factor
-    return _log_marginal_at(op, likelihood, y, tau, nu, factor, *marginals(op, tau, nu, factor))
-
-
 def _log_marginal_at(op, likelihood, y, tau, nu, factor, sigma_diag, mu):
+    """log Z_EP under K~ from the marginals at (tau~, nu~), with nu~^T Sigma nu~ as a sum of squares
+    (``SparseFactor.posterior_quadratic``)."""
     nu_sigma_nu = factor.posterior_quadratic(op, nu)
     return ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, factor.half_log_det_b(op), nu_sigma_nu)
 
