@@ -2,6 +2,7 @@
 
     python benchmarks/compile_options.py                 # n = 30 (compile) and n = 400 / 1000 (run)
     python benchmarks/compile_options.py --repeats 9
+    python benchmarks/compile_options.py --candidate '{"xla_backend_optimization_level": 1}'
 
 For each method, the jitted value and gradient of log q(y|X, theta) with
 respect to (log sigma_f, log l) is compiled with ``gpc.compiler_options()``
@@ -10,11 +11,14 @@ program.  Compile time is the process CPU time and the wall time of
 ``.compile()`` (XLA compiles on several threads), the lesser of two
 compilations of each, interleaved; run time is the median over ``--repeats`` interleaved calls of the two
 executables, so both see the same machine load.  The values of the two must
-agree to rounding.  Data: standardised Wisconsin (n = 30, compile) and the
+agree to rounding.  ``--candidate`` adds a third configuration, gpclass's
+options updated with the given ones (a JSON object), to measure an option
+before adopting it.  Data: standardised Wisconsin (n = 30, compile) and the
 first n rows of usps35 (run), SE kernel, float64.
 """
 
 import argparse
+import json
 import time
 
 import jax
@@ -46,15 +50,14 @@ def lowered(method, likelihood, X, y):
     return jax.jit(jax.value_and_grad(log_marginal)).lower(jnp.array([1.0, 1.5]))
 
 
-def compile_both(lower):
+def compile_all(lower, configurations):
     """{'gpclass': (executable, cpu s, wall s), 'xla-default': ...}, each compiled from a new ``lower()``.
 
-    Each is compiled twice, in the order gpclass, default, default, gpclass, and the lesser times are kept: the
-    first compilation in a process pays one-time costs, and the order must not favour either.
+    Each is compiled twice, in the order of ``configurations`` and then in reverse, and the lesser times are kept:
+    the first compilation in a process pays one-time costs, and the order must not favour any.
     """
     out = {}
-    for name, options in (("gpclass", gpc.compiler_options()), ("xla-default", {}), ("xla-default", {}),
-                          ("gpclass", gpc.compiler_options())):
+    for name, options in [*configurations.items(), *reversed(configurations.items())]:
         lowering = lower()  # a new module: a repeated compilation of the same one is served from a cache
         cpu, wall = time.process_time(), time.perf_counter()
         executable = lowering.compile(compiler_options=options or None)
@@ -73,9 +76,16 @@ def labels(name, y, X):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--candidate", type=json.loads, default=None, help="extra XLA options (JSON) to compare")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--out", default="compile_options")
     args = parser.parse_args()
+    configurations = {"gpclass": gpc.compiler_options(), "xla-default": {}}
+    if args.candidate:
+        configurations["candidate"] = {**gpc.compiler_options(), **args.candidate}
     info = machine_header("gpclass compiler options against XLA's defaults (value and gradient of log q)", args)
-    print(f"gpclass options: {gpc.compiler_options()}")
+    for name, options in configurations.items():
+        print(f"{name} options: {options}")
     Xw, yw = gpc.datasets.load("wisconsin")
     Xw, yw = gpc.datasets.standardize(Xw[:30]), yw[:30]
     Xu, yu = gpc.datasets.load("usps35")
@@ -83,13 +93,13 @@ def main():
     Xu, yu = Xu[perm], yu[perm]
     theta = jnp.array([1.0, 1.5])
     results = {}
-    print(f"{'':18s} {'compile n = 30 (cpu / wall)':>40s}   {'run':>6s} {'gpclass':>10s} {'default':>10s} {'ratio':>6s}")
-    for name, (method, lik, n) in METHODS.items():
-        small = compile_both(lambda: lowered(method, lik, Xw, labels(name, yw, Xw)))
-        big = compile_both(lambda: lowered(method, lik, Xu[:n], labels(name, yu[:n], Xu[:n])))
+    print("compile at n = 30: cpu / wall; run: median; ratios to gpclass's options")
+    for name in args.methods:
+        method, lik, n = METHODS[name]
+        small = compile_all(lambda: lowered(method, lik, Xw, labels(name, yw, Xw)), configurations)
+        big = compile_all(lambda: lowered(method, lik, Xu[:n], labels(name, yu[:n], Xu[:n])), configurations)
         values = {k: float(big[k][0](theta)[0]) for k in big}
         times = interleaved({k: (lambda e=big[k][0]: e(theta)) for k in big}, args.repeats)
-        cpu_ratio = small["gpclass"][1] / small["xla-default"][1]
         results[name] = dict(
             n_run=n,
             compile_cpu={k: v[1] for k, v in small.items()}, compile_wall={k: v[2] for k, v in small.items()},
@@ -97,12 +107,14 @@ def main():
             run_median={k: v[0] for k, v in times.items()}, run_min={k: v[1] for k, v in times.items()},
             values=values,
         )
-        assert abs(values["gpclass"] - values["xla-default"]) <= 1e-9 * (1 + abs(values["xla-default"])), values
-        print(f"{name:18s} {fmt_t(small['gpclass'][1]):>9s} / {fmt_t(small['gpclass'][2]):>8s} vs "
-              f"{fmt_t(small['xla-default'][1]):>8s} / {fmt_t(small['xla-default'][2]):>8s} ({cpu_ratio:4.2f})   "
-              f"n={n:<4d} {fmt_t(times['gpclass'][0]):>10s} {fmt_t(times['xla-default'][0]):>10s} "
-              f"{times['gpclass'][0] / times['xla-default'][0]:6.2f}", flush=True)
-    write_results("compile_options", info, results)
+        for k in values:
+            assert abs(values[k] - values["gpclass"]) <= 1e-9 * (1 + abs(values["gpclass"])), values
+        print(f"{name} (run at n = {n}):")
+        for k in configurations:
+            print(f"  {k:12s} compile {fmt_t(small[k][1]):>8s} / {fmt_t(small[k][2]):>8s} "
+                  f"({small[k][1] / small['gpclass'][1]:4.2f})   run {fmt_t(times[k][0]):>9s} "
+                  f"(min {fmt_t(times[k][1])}, {times[k][0] / times['gpclass'][0]:4.2f})", flush=True)
+    write_results(args.out, info, results)
 
 
 if __name__ == "__main__":

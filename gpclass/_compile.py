@@ -1,19 +1,29 @@
 """How gpclass's programs are compiled: ``jit`` and ``filter_jit``, ``jax.jit`` and ``eqx.filter_jit`` with XLA options.
 
-On the CPU backend, XLA's fusion emitters (the MLIR code generator for fused
-elementwise kernels, on by default in jaxlib 0.10) take a third to a half of
-the compile time of gpclass's programs, which are many small fusions around a
-few LAPACK calls, and run no faster: measured with jaxlib 0.10.2 on 2 cores,
-disabling them cut the compile CPU time of the value and gradient of log q to
-0.57-0.88 of the default's (Laplace, EP, KL, JJ, softmax; the test suite's
-from 533 s to 375 s), with run times at n = 400-1000 0.86-1.08 of the
-default's: within the noise, except binary Laplace at n = 1000, about 5 %
-slower in most runs (``benchmarks/compile_options.py``).  The option is passed
-per program (``compiler_options`` of ``jax.jit``), never through global
-configuration or ``XLA_FLAGS``; a jaxlib that does not know it compiles with
-its defaults.  JAX accepts compiler options only on a program compiled on its
-own, so a call made while another transformation traces (an outer ``jit``,
-``grad``, ``vmap``) uses the same function jitted without them.
+gpclass's programs are many small fusions around a few LAPACK calls and
+matrix products (XLA's library kernels), so on the CPU backend most of their
+compile time is XLA generating and optimising machine code for the fusions,
+while their run time is mostly the library kernels.  Two options cut the
+first without slowing the second (``benchmarks/compile_options.py``, jaxlib
+0.10.2, 2 cores; value and gradient of log q for Laplace, EP, KL, JJ and
+softmax Laplace):
+
+* XLA's fusion emitters off (the MLIR code generator for fused elementwise
+  kernels): compile CPU time 0.57-0.88 of XLA's default, run times within the
+  noise (0.86-1.08).
+* LLVM optimisation level 1 instead of 3 (``xla_backend_optimization_level``):
+  compile CPU time a further 0.64-0.76, run times 0.99-1.05 at n = 400-1000.
+  The fused kernels lose LLVM's loop vectorisation, which matters only where
+  they dominate: one ML-II fit of 60 cases, already compiled, took 4.4-5.7
+  against 3.8-5.3 ms (medians of a Python loop over 64 fits, five processes
+  each, alternating), while the first fit of 138 cases in a new process took
+  1.75-2.03 against 2.06-2.39 s.
+
+The options are passed per program (``compiler_options`` of ``jax.jit``),
+never through global configuration or ``XLA_FLAGS``; a jaxlib that does not
+know one compiles without it.  JAX accepts compiler options only on a program
+compiled on its own, so a call made while another transformation traces (an
+outer ``jit``, ``grad``, ``vmap``) uses the same function jitted without them.
 
 The library's entry points (:func:`gpclass.infer`, :func:`gpclass.fit`, ...)
 are compiled this way.  Inside a user's own ``jax.jit`` they are inlined and
@@ -35,24 +45,28 @@ except ImportError:  # pragma: no cover - a JAX without it: never pass options
     def top_level():
         return False
 
-_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+_CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
 
 
 @functools.cache
 def compiler_options() -> dict:
-    """The XLA options gpclass compiles with: ``{"xla_cpu_use_fusion_emitters": False}`` on CPU, else ``{}``.
+    """The XLA options gpclass compiles with: on CPU ``{"xla_cpu_use_fusion_emitters": False,
+    "xla_backend_optimization_level": 1}``, else ``{}``.
 
     Decided at the first compilation (not at import: importing gpclass does not
-    start a backend) by compiling a one-line program with the options; a jaxlib
-    that rejects them gets ``{}``.
+    start a backend) by compiling a one-line program with each option; one
+    that the jaxlib rejects is left out.
     """
     if jax.default_backend() != "cpu":
         return {}
-    try:
-        jax.jit(jnp.negative, compiler_options=_CPU_OPTIONS).lower(jnp.zeros(())).compile()
-    except jax.errors.JaxRuntimeError:
-        return {}
-    return dict(_CPU_OPTIONS)
+    accepted = {}
+    for name, value in _CPU_OPTIONS.items():
+        try:
+            jax.jit(jnp.negative, compiler_options={name: value}).lower(jnp.zeros(())).compile()
+        except jax.errors.JaxRuntimeError:
+            continue
+        accepted[name] = value
+    return accepted
 
 
 class _Deferred:
