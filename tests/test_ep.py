@@ -4,6 +4,7 @@ Gradients against finite differences, for every schedule and likelihood on hard 
 """
 
 import functools
+import re
 
 import jax
 import numpy as np
@@ -15,6 +16,7 @@ from conftest import (
     fast_infer,
     gram,
     log_marginal_functions,
+    se_kernel,
     standardised_subset,
 )
 from scipy import integrate, special, stats
@@ -38,7 +40,8 @@ def fast_jit(fn):
     return gpc.jit(fn, compiler_options=FAST_COMPILE)
 
 
-ep_log_marginal_and_grad = log_marginal_functions(gpc.EP()).value_and_grad
+EP_FUNCTIONS = log_marginal_functions(gpc.EP())
+ep_log_marginal_and_grad = EP_FUNCTIONS.value_and_grad
 
 
 def sites_of(post, K):
@@ -110,6 +113,29 @@ def test_fixed_point_and_log_z_formula(lik, schedule, pima_small):
     dense = (-0.5 * np.linalg.slogdet(2 * np.pi * A)[1] - 0.5 * m_site @ np.linalg.solve(A, m_site)
              + np.sum(log_z_site))
     np.testing.assert_allclose(float(post.log_marginal), dense, rtol=1e-9)
+
+
+def test_gradient_is_gpml_eq_5_27_from_the_last_sweeps_factor(pima_small):
+    """At the fixed point d log Z_EP / d theta = 1/2 tr((b b^T - (K + S~^-1)^-1) dK/dtheta), b = K^-1 mu (GPML eq.
+    5.27), here computed densely in NumPy from the converged sites.  The program factorises B only for the sweeps
+    (once before the loop, once in its body): log Z_EP and its reverse mode reuse the last sweep's factor, and no
+    Cholesky factorisation is differentiated."""
+    X, y = pima_small
+    lik = gpc.likelihoods.Probit()
+    log_variance, log_lengthscale = np.log(20.0), np.log(4.0)
+    (_, post), grad = EP_FUNCTIONS.compiled(log_variance, log_lengthscale, lik, X, y)
+    assert bool(post.info.converged)
+    K = gram(se_kernel(log_variance, log_lengthscale), X)
+    tau, nu = (np.asarray(a) for a in post.warm_start)
+    I_plus_SK = np.eye(len(y)) + tau[:, None] * K
+    b = np.linalg.solve(I_plus_SK, nu)  # K^-1 mu, mu = (K^-1 + S~)^-1 nu~
+    R = np.linalg.solve(I_plus_SK, np.diag(tau))  # (K + S~^-1)^-1
+    sq_dist = np.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1)
+    dK = (K, K * sq_dist / 16.0)  # d/d log variance, d/d log lengthscale (l^2 = 16)
+    expected = [0.5 * np.sum((np.outer(b, b) - R) * d) for d in dK]
+    np.testing.assert_allclose(np.asarray(grad), expected, rtol=1e-7)
+    jaxpr = str(jax.make_jaxpr(jax.grad(EP_FUNCTIONS.raw, argnums=(0, 1)))(log_variance, log_lengthscale, lik, X, y))
+    assert len(re.findall(r"= cholesky \w", jaxpr)) == 2
 
 
 @LIKELIHOODS

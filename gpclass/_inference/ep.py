@@ -13,11 +13,15 @@ differentiated and memory does not depend on the number of sweeps.
   fixed point L is stationary in every site, dL/ds = 0 (Seeger 2005; Kuss &
   Rasmussen eq. 51), so dL/dtheta is the explicit partial derivative: the
   sweeps run on ``stop_gradient`` inputs and cost nothing in reverse mode.
-  This is exact at the fixed point; at the computed sites its error is of
-  the order of the convergence residual (measured at the default ``tol`` on
-  the stiff problem of tests/test_gradients_hard.py: 1.3e-8 absolute for the
-  parallel schedule, whose damped sweeps stop furthest from the fixed point;
-  the adjoint solve below would remove it at the cost of a 2n x 2n solve).
+  At the fixed point the partial derivative in K is GPML eq. 5.27,
+  1/2 (b b^T - S~^1/2 B^-1 S~^1/2) with b = K^-1 mu, computed from the last
+  sweep's factor of B (:func:`_log_marginal_at_fixed_point`): no
+  factorisation is repeated or differentiated.  This is exact at the fixed
+  point; at the computed sites its error is of the order of the convergence
+  residual (measured at the default ``tol`` on the stiff problem of
+  tests/test_gradients_hard.py: 1.3e-8 absolute for the parallel schedule,
+  whose damped sweeps stop furthest from the fixed point; the adjoint solve
+  below would remove it at the cost of a 2n x 2n solve).
 * Other likelihoods (label noise, the step function): a site whose precision
   is clipped at 0 is not a stationary point of L, and the sites' own
   dependence on theta matters.  s*(theta) is the fixed point of the undamped
@@ -40,13 +44,13 @@ from jax import lax
 
 from .. import _dense as dense
 from .._iterate import all_finite, iterate, relative_change, tolerance
-from .._linalg import factor_b, half_log_det, sqrt_precision
+from .._linalg import factor_b, factor_b_given, half_log_det, inverse_from_cholesky, sqrt_precision
 from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
 from ._ep_updates import cavity, ep_log_marginal, site_update
 from ._posterior import SolverInfo
-from ._sites import factor_sites, site_covariance, site_marginals, site_posterior
+from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
 from .ep_sparse import solve_sparse_ep
 
 
@@ -98,13 +102,16 @@ class EP(AbstractInference):
         if likelihood.log_concave:
             # dL/ds = 0 at the fixed point (module docstring): the converged sites carry no derivative.
             constants = lax.stop_gradient((K, likelihood, y, tau0, nu0))
-            tau, nu, sweeps, status, change = _run_sweeps(self, *constants, key)
+            tau, nu, sweeps, status, change, factor = _run_sweeps(self, *constants, key)
+            L = factor_b_given(K, sqrt_precision(tau), factor[0])  # the last sweep's factor
+            log_marginal = _log_marginal_at_fixed_point(K, likelihood, y, tau, nu, factor)
         else:
             tau, nu, sweeps, status, change = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
-        L = factor_b(K, sqrt_precision(tau))
+            L = factor_b(K, sqrt_precision(tau))
+            log_marginal = _log_marginal(K, likelihood, y, tau, nu, L)
         return site_posterior(  # the predictive form of GPML Algorithm 3.6
             K, tau, nu, L,
-            log_marginal=_log_marginal(K, likelihood, y, tau, nu, L),
+            log_marginal=log_marginal,
             info=SolverInfo(num_steps=sweeps, status=status, max_change=change),
             warm_start=(lax.stop_gradient(tau), lax.stop_gradient(nu)),
         )
@@ -123,7 +130,7 @@ class EP(AbstractInference):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fixed_point(method: EP, K, likelihood, y, tau0, nu0, key):
     """The converged site parameters (tau~, nu~) as a differentiable function of K and the likelihood."""
-    return _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
+    return _run_sweeps(method, K, likelihood, y, tau0, nu0, key)[:5]
 
 
 class _Sweeps(NamedTuple):
@@ -141,7 +148,7 @@ class _Sweeps(NamedTuple):
 def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
     """EP sweeps (:func:`gpclass._iterate.iterate`) until the sites and log Z_EP stop changing.
 
-    Returns (tau~, nu~, sweeps, status, the last relative change of the sites).
+    Returns (tau~, nu~, sweeps, status, the last relative change of the sites, ``factor_sites(K, tau~)``).
     """
     n = K.shape[0]
     tol = method.resolved_tol(K.dtype)
@@ -167,11 +174,11 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
     inf = jnp.asarray(jnp.inf, K.dtype)
     start = _Sweeps(tau0, nu0, factor_sites(K, tau0), -inf, jnp.asarray(0), inf, inf)
     end = iterate(step, terminate, start, max_steps=method.max_steps, finite=lambda s: all_finite(s.tau, s.nu))
-    return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change
+    return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change, end.state.factor
 
 
 def _fixed_point_fwd(method, K, likelihood, y, tau0, nu0, key):
-    out = _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
+    out = _run_sweeps(method, K, likelihood, y, tau0, nu0, key)[:5]
     return out, (K, likelihood, y, out[0], out[1], out[3] == Status.CONVERGED)
 
 
@@ -297,6 +304,41 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor=None, bl
 
     (_, _, tau, nu), _ = lax.scan(block_update, (Sigma, mu, tau, nu), (padded, valid))
     return tau, nu
+
+
+@jax.custom_vjp
+def _log_marginal_at_fixed_point(K, likelihood, y, tau, nu, factor):
+    """log Z_EP (:func:`_log_marginal`) at converged sites, from their factor ``factor_sites(K, tau~)``.
+
+    Reverse mode gives the explicit partial derivatives at fixed sites, which
+    at the EP fixed point are the total derivatives (module docstring): for K,
+    GPML eq. 5.27, K_bar = 1/2 (b b^T - S~^1/2 B^-1 S~^1/2) with b = K^-1 mu
+    (GPML Algorithm 3.6, line 4) and B^-1 from the factor; for the likelihood,
+    that of sum_i log Z_i at fixed cavities (eq. 3.65).  Nothing for y, the
+    sites and the factor.
+    """
+    return _log_marginal(K, likelihood, y, tau, nu, factor=factor)
+
+
+def _log_marginal_at_fixed_point_fwd(K, likelihood, y, tau, nu, factor):
+    return _log_marginal(K, likelihood, y, tau, nu, factor=factor), (K, likelihood, y, tau, nu, factor)
+
+
+def _log_marginal_at_fixed_point_bwd(residuals, g):
+    K, likelihood, y, tau, nu, factor = residuals
+    L = factor[0]
+    sqrt_tau = sqrt_precision(tau)
+    b = site_alpha(K, tau, nu, L)
+    K_bar = 0.5 * g * (jnp.outer(b, b) - sqrt_tau[:, None] * inverse_from_cholesky(L) * sqrt_tau[None, :])
+    sigma_diag, mu, _ = site_marginals(K, tau, nu, factor)
+    tau_cav, nu_cav = cavity(sigma_diag, mu, tau, nu)
+    _, pull = jax.vjp(lambda lik: jnp.sum(lik.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)[0]), likelihood)
+    (likelihood_bar,) = pull(g)
+    zeros = jax.tree.map(jnp.zeros_like, (y, tau, nu, factor))
+    return (K_bar, likelihood_bar, *zeros)
+
+
+_log_marginal_at_fixed_point.defvjp(_log_marginal_at_fixed_point_fwd, _log_marginal_at_fixed_point_bwd)
 
 
 def _log_marginal(K, likelihood, y, tau, nu, L=None, factor=None):
