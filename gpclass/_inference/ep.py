@@ -254,13 +254,14 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor=None, bl
     sweep (lines 13-15), which stops rounding drift.  Each site update is the
     rank-one change Sigma <- Sigma - c s_i s_i^T (GPML eq. 3.70, s_i = Sigma[:, i])
     and mu <- mu + g s_i.  The sites are taken in blocks of ``block``: a site's
-    cavity needs only its own entries of Sigma and mu, so within a block only
-    the block's b x b part A of Sigma and its part of mu are updated (O(b^2) per
-    site).  The full columns s_i are linear combinations of the block's columns
-    S = Sigma[:, block] at the block's start, s_i = S t_i with
-    t_i = e_i - sum_{j<i} c_j s_j[i] t_j (in b dimensions), so after the block
-    Sigma and mu take the block's rank-b update U diag(c) U^T, U = S T, as
-    matrix products.  The arithmetic is the same sequence of exact rank-one updates.
+    cavity needs only its own entries of Sigma and mu.  With A = Sigma[block, block]
+    at the block's start, the block's part of s_j at its update is
+    a_j = A e_j - sum_{l<j} c_l a_l a_l[j] and the whole column is s_j = S t_j,
+    S = Sigma[:, block] at the block's start, t_j = e_j - sum_{l<j} c_l a_l[j] t_l
+    (in b dimensions): one product of [a; t] (2b x b) with the vector c_l a_l[j]
+    per site, and mu_j now = mu_j + sum_{l<j} g_l a_l[j].  After the block, Sigma
+    and mu take the block's rank-b update U diag(c) U^T, U = S T, as matrix
+    products.  The arithmetic is the same sequence of exact rank-one updates.
     """
     n = K.shape[0]
     factor = factor_sites(K, tau) if factor is None else factor
@@ -270,36 +271,39 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor=None, bl
     num_blocks = -(-n // b)
     padded = jnp.concatenate([order, jnp.zeros(num_blocks * b - n, order.dtype)]).reshape(num_blocks, b)
     valid = (jnp.arange(num_blocks * b) < n).reshape(num_blocks, b)
-    eye = jnp.eye(b, dtype=K.dtype)
-
-    def site(carry, k):
-        A, T, cols, coef, gain, mu_b, tau, nu, idx, ok = carry
-        i = idx[k]
-        a_k = A[:, k]  # Sigma[block, i] now
-        s_kk = a_k[k]
-        tau_cav, nu_cav = 1.0 / s_kk - tau[i], mu_b[k] / s_kk - nu[i]
-        new_tau, new_nu = site_update(likelihood, y[i][None], tau_cav[None], nu_cav[None])
-        new_tau = jnp.where(ok[k], (1.0 - damping) * tau[i] + damping * new_tau[0], tau[i])
-        new_nu = jnp.where(ok[k], (1.0 - damping) * nu[i] + damping * new_nu[0], nu[i])
-        delta_tau, delta_nu = new_tau - tau[i], new_nu - nu[i]
-        # Sherman-Morrison (GPML eq. 3.70) and mu = Sigma nu~, on the block.
-        c = delta_tau / (1.0 + delta_tau * s_kk)
-        g = delta_nu - c * (mu_b[k] + s_kk * delta_nu)
-        t_k = eye[:, k] - T @ (coef * cols[k, :])  # s_i = S t_k; cols[k, j] = s_j[i] for the block's earlier j
-        A = A - c * jnp.outer(a_k, a_k)
-        carry = (A, T.at[:, k].set(t_k), cols.at[:, k].set(a_k), coef.at[k].set(c), gain.at[k].set(g),
-                 mu_b + g * a_k, tau.at[i].set(new_tau), nu.at[i].set(new_nu), idx, ok)
-        return carry, None
+    basis = jnp.concatenate([jnp.zeros((b, b), K.dtype), jnp.eye(b, dtype=K.dtype)])  # [A e_j; e_j] less A
 
     def block_update(carry, block_sites):
         Sigma, mu, tau, nu = carry
         idx, ok = block_sites
         S = Sigma[:, idx]
-        zeros = jnp.zeros((b, b), Sigma.dtype)
-        start = (S[idx, :], zeros, zeros, jnp.zeros(b, Sigma.dtype), jnp.zeros(b, Sigma.dtype), mu[idx], tau, nu,
-                 idx, ok)
-        (_, T, _, coef, gain, _, tau, nu, _, _), _ = lax.scan(site, start, jnp.arange(b))
-        U = S @ T
+        start_columns = basis + jnp.concatenate([S[idx, :], jnp.zeros((b, b), K.dtype)])
+        y_b, mu_b, tau_b, nu_b = y[idx], mu[idx], tau[idx], nu[idx]
+
+        def site(carry, k):
+            a_and_t, coef, gain, tau_b, nu_b = carry  # columns j < k filled: [a_j; t_j]; c_j, g_j
+            row = a_and_t[k, :]  # a_j[k] for the block's earlier sites j, 0 for later ones
+            column = start_columns[:, k] - a_and_t @ (coef * row)  # [a_k; t_k]
+            s_kk, mu_k = column[k], mu_b[k] + jnp.dot(row, gain)
+            tau_cav, nu_cav = 1.0 / s_kk - tau_b[k], mu_k / s_kk - nu_b[k]
+            new_tau, new_nu = site_update(likelihood, y_b[k][None], tau_cav[None], nu_cav[None])
+            new_tau = jnp.where(ok[k], (1.0 - damping) * tau_b[k] + damping * new_tau[0], tau_b[k])
+            new_nu = jnp.where(ok[k], (1.0 - damping) * nu_b[k] + damping * new_nu[0], nu_b[k])
+            delta_tau, delta_nu = new_tau - tau_b[k], new_nu - nu_b[k]
+            # Sherman-Morrison (GPML eq. 3.70) and mu = Sigma nu~.
+            c = delta_tau / (1.0 + delta_tau * s_kk)
+            g = delta_nu - c * (mu_k + s_kk * delta_nu)
+            put = functools.partial(lax.dynamic_update_index_in_dim, index=k, axis=0)  # k is in bounds: no check
+            return (lax.dynamic_update_slice(a_and_t, column[:, None], (0, k)), put(coef, c), put(gain, g),
+                    put(tau_b, new_tau), put(nu_b, new_nu)), None
+
+        zeros = jnp.zeros(b, K.dtype)
+        start = (jnp.zeros((2 * b, b), K.dtype), zeros, zeros, tau_b, nu_b)
+        (a_and_t, coef, gain, tau_b, nu_b), _ = lax.scan(site, start, jnp.arange(b))
+        U = S @ a_and_t[b:]
+        # The padding (ok False, index 0, no update) is written nowhere: index n is dropped.
+        written = jnp.where(ok, idx, n)
+        tau, nu = tau.at[written].set(tau_b, mode="drop"), nu.at[written].set(nu_b, mode="drop")
         return (Sigma - (U * coef) @ U.T, mu + U @ gain, tau, nu), None
 
     (_, _, tau, nu), _ = lax.scan(block_update, (Sigma, mu, tau, nu), (padded, valid))
