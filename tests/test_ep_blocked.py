@@ -1,6 +1,7 @@
-"""The blocked sequential EP sweep (sites in blocks of 64) for n > 64, with a padded last block.
+"""The blocked sequential EP sweep (sites in blocks of 64) for n > 64, with a padded last block, and in panels.
 
-n = 100 gives one full block of 64 sites and a last block of 36 sites padded to 64.  The truth is an
+n = 100 gives one full block of 64 sites and a last block of 36 sites padded to 64; blocks of 16 in three panels
+are compared too.  The truth is an
 independent plain-numpy transcription of GPML Algorithm 3.5 (one exact rank-one update of the whole of
 Sigma per site, eq. 3.70, no blocks), written here.  The sweep arithmetic is compared one sweep at a time
 (a fixed-point comparison alone could not see it: at a fixed point every site update is a no-op, so a
@@ -12,10 +13,12 @@ import functools
 
 import jax
 import numpy as np
-from conftest import central_difference, se_kernel, standardised_subset
+import pytest
+from conftest import FAST_COMPILE, central_difference, se_kernel, standardised_subset
 from scipy import special
 
 import gpclass as gpc
+from gpclass._inference.ep import _sequential_sweep
 
 N = 100  # > 64 and not a multiple of 64: blocks of 64 and 36 (+ 28 padding) sites
 LOG_VARIANCE, LOG_LENGTHSCALE = np.log(10.0), np.log(2.0)
@@ -54,11 +57,11 @@ def numpy_marginals(K, tau, nu):
     return Sigma, Sigma @ nu
 
 
-def numpy_sweep(K, y, tau, nu):
-    """One sweep of GPML Algorithm 3.5 (lines 4-12), sites in order 1..n, Sigma recomputed first."""
+def numpy_sweep(K, y, tau, nu, order=None):
+    """One sweep of GPML Algorithm 3.5 (lines 4-12), sites in ``order`` (default 1..n), Sigma recomputed first."""
     tau, nu = tau.copy(), nu.copy()
     Sigma, mu = numpy_marginals(K, tau, nu)
-    for i in range(len(y)):
+    for i in range(len(y)) if order is None else order:
         tau_cav = 1.0 / Sigma[i, i] - tau[i]  # eq. 3.56
         nu_cav = mu[i] / Sigma[i, i] - nu[i]
         _, m_hat, v_hat = numpy_probit_tilted(y[i], nu_cav / tau_cav, 1.0 / tau_cav)
@@ -147,6 +150,28 @@ def test_one_blocked_sweep_equals_the_unblocked_rank_one_sweep():
         np.testing.assert_allclose(tau, tau_ref, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(nu, nu_ref, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(float(log_z), numpy_log_z(K, y, tau_ref, nu_ref), rtol=1e-10)
+
+
+@functools.partial(gpc.jit, compiler_options=FAST_COMPILE)
+def sweep_in_panels(K, y, tau, nu, order):
+    """One sweep in blocks of 16 sites (n = 100: 7 blocks, the last with 12 padding sites) in 3 panels."""
+    return _sequential_sweep(K, PROBIT, y, tau, nu, 1.0, order, block=16, panels=3)
+
+
+@pytest.mark.parametrize("random_order", [False, True], ids=["order-1-n", "random-order"])
+def test_sweep_in_panels_updating_the_trailing_part_equals_the_rank_one_sweep(random_order):
+    """Each panel (3, 2 and 2 blocks) updates only the part of Sigma that the later sites read; in a random order
+    Sigma is first put in the visiting order.  The truth: GPML Algorithm 3.5 on the whole of Sigma, same order."""
+    X, y = data()
+    K = numpy_fixed_point()[0]
+    rng = np.random.default_rng(1)
+    tau0, nu0 = rng.uniform(0.1, 2.0, N), rng.normal(0.0, 1.0, N)
+    order = rng.permutation(N) if random_order else None
+    tau, nu = sweep_in_panels(K, y, tau0, nu0, order)
+    tau_ref, nu_ref = numpy_sweep(K, y, tau0, nu0, order)
+    assert np.min(np.abs(tau_ref - tau0)) > 1e-3  # every site moved
+    np.testing.assert_allclose(tau, tau_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(nu, nu_ref, rtol=1e-10, atol=1e-12)
 
 
 def test_converged_result_matches_numpy_and_the_parallel_fixed_point():
