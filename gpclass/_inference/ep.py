@@ -59,9 +59,10 @@ class EP(AbstractInference):
     """Expectation propagation, sequential (GPML Algorithm 3.5) or parallel schedule.
 
     Attributes:
-        schedule: ``"sequential"`` updates one site at a time with O(n^2)
-            rank-one updates of Sigma, in a ``lax.scan`` over the sites, and
-            recomputes Sigma from a fresh Cholesky factor after every sweep;
+        schedule: ``"sequential"`` updates one site at a time (exact
+            rank-one updates of Sigma, applied per block of sites as matrix
+            products) and recomputes Sigma from a fresh Cholesky factor after
+            every sweep;
             ``"parallel"`` updates all sites from the current marginals and
             recomputes the posterior once per sweep.
         order: the site order of the sequential schedule, ``"fixed"`` (1..n)
