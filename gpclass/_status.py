@@ -36,7 +36,11 @@ class Status(enum.IntEnum):
 
 
 _MESSAGES = {
-    Status.CONVERGED: "converged: the convergence test was met (a sampler: every value is finite).",
+    Status.CONVERGED: (
+        "converged: the convergence test was met (an inner solver: the last step changed the solution by at most "
+        "its tol; a fit: the largest projected gradient is at most gtol, inside the box; a sampler: every value is "
+        "finite)."
+    ),
     Status.AT_BOUND: (
         "converged at a bound: the projected gradient is at most gtol and at least one hyperparameter sits at a "
         "bound of the box, typically because the objective still rises beyond it (a flat direction, such as the "
