@@ -7,6 +7,7 @@ import functools
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import (
@@ -136,6 +137,27 @@ def test_gradient_is_gpml_eq_5_27_from_the_last_sweeps_factor(pima_small):
     np.testing.assert_allclose(np.asarray(grad), expected, rtol=1e-7)
     jaxpr = str(jax.make_jaxpr(jax.grad(EP_FUNCTIONS.raw, argnums=(0, 1)))(log_variance, log_lengthscale, lik, X, y))
     assert len(re.findall(r"= cholesky \w", jaxpr)) == 2
+    assert not re.findall(r"= lu\b", jaxpr)  # log Z_EP alone: the sites' implicit adjoint is not solved
+
+
+@LIKELIHOODS
+def test_gradient_of_predictions_matches_finite_differences(lik, pima_small):
+    """Predictions depend on the converged sites, whose dependence on the hyperparameters is the implicit
+    adjoint of the fixed point (log Z_EP's gradient alone holds them fixed): the gradient of the predictive
+    latent means and log variances at new inputs against central differences of a tightly converged EP."""
+    X, y = pima_small
+    X_new = X[:4] + 0.1
+
+    def summary(theta):
+        post = gpc.infer(gpc.EP(tol=1e-13), se_kernel(theta[0], theta[1]), lik, X, y)
+        mean, var = gpc.predict_latent(post, X_new)
+        return jnp.sum(mean) + jnp.sum(jnp.log(var))
+
+    value_and_grad = fast_jit(jax.value_and_grad(summary))
+    theta = np.array([np.log(20.0), np.log(4.0)])
+    _, grad = value_and_grad(theta)
+    fd = central_difference(lambda t: float(value_and_grad(t)[0]), theta, h=1e-5)
+    np.testing.assert_allclose(grad, fd, rtol=1e-6)
 
 
 @LIKELIHOODS

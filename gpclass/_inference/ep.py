@@ -11,8 +11,9 @@ differentiated and memory does not depend on the number of sweeps.
 
 * Log-concave likelihoods: every site precision is positive and at the EP
   fixed point L is stationary in every site, dL/ds = 0 (Seeger 2005; Kuss &
-  Rasmussen eq. 51), so dL/dtheta is the explicit partial derivative: the
-  sweeps run on ``stop_gradient`` inputs and cost nothing in reverse mode.
+  Rasmussen eq. 51), so dL/dtheta is the explicit partial derivative: log Z_EP
+  holds the sites fixed (``stop_gradient``) and no sweep costs anything in
+  reverse mode.
   At the fixed point the partial derivative in K is GPML eq. 5.27,
   1/2 (b b^T - S~^1/2 B^-1 S~^1/2) with b = K^-1 mu, computed from the last
   sweep's factor of B (:func:`_log_marginal_at_fixed_point`): no
@@ -22,13 +23,14 @@ differentiated and memory does not depend on the number of sweeps.
   tests/test_gradients_hard.py: 1.3e-8 absolute for the parallel schedule,
   whose damped sweeps stop furthest from the fixed point; the adjoint solve
   below would remove it at the cost of a 2n x 2n solve).
-* Other likelihoods (label noise, the step function): a site whose precision
-  is clipped at 0 is not a stationary point of L, and the sites' own
-  dependence on theta matters.  s*(theta) is the fixed point of the undamped
-  parallel update s = F(s, theta), so ds* = (I - J)^-1 dF/dtheta with
-  J = dF/ds; :func:`_fixed_point_bwd` assembles J densely in O(n^3) from
-  Sigma and solves the adjoint system (I - J)^T lambda = dL/ds as a linear
-  system.  It must not be solved by the iteration lambda <- dL/ds + J^T lambda:
+* Predictions, and log Z_EP of other likelihoods (label noise, the step
+  function: a site whose precision is clipped at 0 is not a stationary point
+  of L), depend on the sites' own dependence on theta.  s*(theta) is the
+  fixed point of the undamped parallel update s = F(s, theta), so
+  ds* = (I - J)^-1 dF/dtheta with J = dF/ds; :func:`_fixed_point_bwd`
+  assembles J densely in O(n^3) from Sigma and solves the adjoint system
+  (I - J)^T lambda = s_bar as a linear system, only when the sites receive a
+  cotangent.  It must not be solved by the iteration lambda <- dL/ds + J^T lambda:
   F need not be a contraction, and with strongly correlated inputs (repeated
   and near-repeated rows) J has an eigenvalue of -1.3 to -1.4, the
   oscillating mode of undamped parallel EP, where the iteration diverges.
@@ -101,14 +103,14 @@ class EP(AbstractInference):
         dtype = K.dtype
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
+        # The sites as a differentiable function of K and the likelihood: the posterior (predictions) depends on
+        # them, and their adjoint is solved only when something differentiated depends on them.
+        tau, nu, sweeps, status, change, factor = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
         if likelihood.log_concave:
-            # dL/ds = 0 at the fixed point (module docstring): the converged sites carry no derivative.
-            constants = lax.stop_gradient((K, likelihood, y, tau0, nu0))
-            tau, nu, sweeps, status, change, factor = _run_sweeps(self, *constants, key)
+            # dL/ds = 0 at the fixed point (module docstring): log Z_EP's gradient holds the sites fixed.
+            log_marginal = _log_marginal_at_fixed_point(K, likelihood, y, *lax.stop_gradient((tau, nu, factor)))
             L = factor_b_given(K, sqrt_precision(tau), factor[0])  # the last sweep's factor
-            log_marginal = _log_marginal_at_fixed_point(K, likelihood, y, tau, nu, factor)
         else:
-            tau, nu, sweeps, status, change = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
             L = factor_b(K, sqrt_precision(tau))
             log_marginal = _log_marginal(K, likelihood, y, tau, nu, L)
         return site_posterior(  # the predictive form of GPML Algorithm 3.6
@@ -131,8 +133,9 @@ class EP(AbstractInference):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fixed_point(method: EP, K, likelihood, y, tau0, nu0, key):
-    """The converged site parameters (tau~, nu~) as a differentiable function of K and the likelihood."""
-    return _run_sweeps(method, K, likelihood, y, tau0, nu0, key)[:5]
+    """:func:`_run_sweeps`, the converged sites (tau~, nu~) a differentiable function of K and the likelihood
+    (:func:`_fixed_point_bwd`; the factor of B and the counts carry no derivative)."""
+    return _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
 
 
 class _Sweeps(NamedTuple):
@@ -180,8 +183,15 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
 
 
 def _fixed_point_fwd(method, K, likelihood, y, tau0, nu0, key):
-    out = _run_sweeps(method, K, likelihood, y, tau0, nu0, key)[:5]
+    K, likelihood, y, tau0, nu0, key = _values((K, likelihood, y, tau0, nu0, key))
+    out = _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
     return out, (K, likelihood, y, out[0], out[1], out[3] == Status.CONVERGED)
+
+
+def _values(tree):
+    """The primal values of ``symbolic_zeros`` custom-VJP inputs."""
+    primal = jax.custom_derivatives.CustomVJPPrimal
+    return jax.tree.map(lambda p: p.value if isinstance(p, primal) else p, tree, is_leaf=lambda p: isinstance(p, primal))
 
 
 def _fixed_point_bwd(method, residuals, cotangents):
@@ -197,11 +207,18 @@ def _fixed_point_bwd(method, residuals, cotangents):
     where J has an eigenvalue near -1.4, it turned a convergence residual
     s_bar ~ 1e-8 into gradients of 1e10 to 1e22.)  No adjoint for an
     unconverged forward solve (its gradient is meaningless, and gpc.fit
-    discards it): there lambda = s_bar.
+    discards it): there lambda = s_bar.  Nothing to solve when the sites'
+    cotangents are symbolic zeros (log Z_EP of a log-concave likelihood alone
+    was differentiated).
     """
     K, likelihood, y, tau, nu, converged = residuals
     n = K.shape[0]
-    s_bar = jnp.concatenate([cotangents[0], cotangents[1]])
+    tau_bar, nu_bar = cotangents[:2]
+    symbolic = jax.custom_derivatives.SymbolicZero
+    if isinstance(tau_bar, symbolic) and isinstance(nu_bar, symbolic):
+        return None, None, None, None, None, None
+    tau_bar, nu_bar = (jnp.zeros_like(tau) if isinstance(c, symbolic) else c for c in (tau_bar, nu_bar))
+    s_bar = jnp.concatenate([tau_bar, nu_bar])
     I_minus_J = jnp.eye(2 * n, dtype=K.dtype) - _update_jacobian(K, likelihood, y, tau, nu)
     lam = jnp.where(converged, dense.solve(I_minus_J.T, s_bar), s_bar)
     _, vjp_theta = jax.vjp(lambda K, likelihood: _parallel_sweep(K, likelihood, y, tau, nu, 1.0), K, likelihood)
@@ -209,7 +226,7 @@ def _fixed_point_bwd(method, residuals, cotangents):
     return K_bar, likelihood_bar, jnp.zeros_like(y), jnp.zeros_like(tau), jnp.zeros_like(nu), None
 
 
-_fixed_point.defvjp(_fixed_point_fwd, _fixed_point_bwd)
+_fixed_point.defvjp(_fixed_point_fwd, _fixed_point_bwd, symbolic_zeros=True)
 
 
 def _update_jacobian(K, likelihood, y, tau, nu):
