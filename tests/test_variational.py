@@ -355,3 +355,31 @@ def test_bad_configurations_are_clear_errors(ionosphere_small):
         jax.block_until_ready(bound_only(X, y))
     post = fast_infer(gpc.JaakkolaJordanUpper(max_steps=1), kernel, LOGISTIC, X, y, throw=False)
     assert int(post.info.status) == gpc.Status.MAX_STEPS and int(post.info.num_steps) == 1
+
+
+@pytest.mark.parametrize(
+    "method,lik,sparse",
+    [(gpc.KL(), PROBIT, False), (LOWER, LOGISTIC, False), (UPPER, LOGISTIC, False),
+     (gpc.EP(), PROBIT, True), (gpc.KL(), PROBIT, True), (LOWER, LOGISTIC, True)],
+    ids=["kl", "jj-lower", "jj-upper", "sparse-ep", "sparse-kl", "sparse-jj-lower"],
+)
+def test_gradient_of_a_prediction_is_refused_and_of_log_q_is_not(method, lik, sparse, ionosphere_small):
+    """These methods hold their converged parameters fixed under differentiation (exact for log q by the envelope
+    theorem, not for the posterior): reverse mode through a prediction raises a clear error instead of returning a
+    gradient without the parameters' own dependence on theta, while log q differentiates (only traced here)."""
+    X, y = ionosphere_small
+
+    def kernel(theta):
+        se = gpc.kernels.SquaredExponential(jnp.exp(theta[0]), jnp.exp(theta[1]))
+        return gpc.Sparse(se, X[:8], approximation="fitc") if sparse else se
+
+    def log_q(theta):
+        return gpc.infer(method, kernel(theta), lik, X, y).log_marginal
+
+    def prediction(theta):
+        return jnp.sum(gpc.predict_latent(gpc.infer(method, kernel(theta), lik, X, y), X[:3])[0])
+
+    theta = jnp.array([0.5, 1.0])
+    jax.make_jaxpr(jax.grad(log_q))(theta)
+    with pytest.raises(NotImplementedError, match="held fixed under differentiation"):
+        jax.make_jaxpr(jax.grad(prediction))(theta)

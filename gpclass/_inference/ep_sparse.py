@@ -19,6 +19,7 @@ from .._iterate import all_finite, iterate, relative_change
 from .._sparse import LowRankCovariance, SparseFactor
 from .._types import Array
 from ._ep_updates import cavity, ep_log_marginal, site_update
+from ._held_fixed import held_fixed
 from ._posterior import SolverInfo, SparseSolution
 
 
@@ -38,11 +39,13 @@ def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
     factor = op.factor(tau)
     sigma_diag, mu = marginals(op, tau, nu, factor)
+    tau_p, nu_p = held_fixed((tau, nu), op, "sparse gpc.EP()", "sites (tau~, nu~)")
+    factor_p = op.factor(tau_p)
     return SparseSolution(
-        alpha=op.inducing_weights(_alpha(op, factor, nu)),
+        alpha=op.inducing_weights(_alpha(op, factor_p, nu_p)),
         chol_uu=op.chol_uu,
-        chol_u=factor.chol,
-        mean=mu,
+        chol_u=factor_p.chol,
+        mean=marginals(op, tau_p, nu_p, factor_p)[1],
         log_marginal=_log_marginal_at(op, likelihood, y, tau, nu, factor, sigma_diag, mu),
         info=SolverInfo(num_steps=sweeps, status=status, max_change=change),
         warm_start=(tau, nu),

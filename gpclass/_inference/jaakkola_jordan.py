@@ -48,6 +48,7 @@ from .._iterate import all_finite, iterate, relative_change, rounding_level, tol
 from .._linalg import half_log_det
 from .._types import Array
 from ._base import AbstractInference
+from ._held_fixed import held_fixed
 from ._jaakkola_jordan import check_logistic, jj_lambda, jj_lambda_derivative
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_covariance, site_posterior
@@ -166,7 +167,7 @@ def _solve_lower(method, K, y, init, tol):
     tau = 2.0 * jj_lambda(nu)
     factor = factor_sites(K, tau)
     return site_posterior(  # alpha = H^-1 d, Gibbs & MacKay eq. 17
-        K, tau, d, factor[0],
+        K, held_fixed(tau, K, "gpc.JaakkolaJordan()", "variational parameters nu"), d, factor[0],
         log_marginal=lower_bound(K, y, nu, factor),
         info=SolverInfo(num_steps=steps, status=status, max_change=change),
         warm_start=nu,

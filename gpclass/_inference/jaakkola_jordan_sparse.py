@@ -23,6 +23,7 @@ from jax import lax
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
 from .._sparse import LowRankCovariance
 from .._types import Array
+from ._held_fixed import held_fixed
 from ._jaakkola_jordan import jj_lambda, jj_lambda_derivative
 from ._posterior import SolverInfo, SparseSolution
 
@@ -37,7 +38,7 @@ def solve_sparse_lower(method, op: LowRankCovariance, y, init=None) -> SparseSol
     nu0 = prior_nu if init is None else jnp.where(jnp.asarray(init, dtype) > 0, jnp.asarray(init, dtype), prior_nu)
     nu, steps, status, change = _optimise(method, *lax.stop_gradient((op, y, nu0)), tol)
     nu = lax.stop_gradient(nu)
-    factor = op.factor(2.0 * jj_lambda(nu))
+    factor = op.factor(2.0 * jj_lambda(held_fixed(nu, op, "sparse gpc.JaakkolaJordan()", "variational parameters nu")))
     d = 0.5 * y
     alpha = factor.solve_i_plus_wk(op, d)
     return SparseSolution(

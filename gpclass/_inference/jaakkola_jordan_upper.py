@@ -32,6 +32,7 @@ from .._iterate import all_finite, iterate, rounding_level, tolerance
 from .._linalg import factor_b, solve_b
 from .._types import Array
 from ._base import AbstractInference
+from ._held_fixed import held_fixed
 from ._jaakkola_jordan import check_logistic
 from ._posterior import GaussianSolution, SolverInfo
 
@@ -140,7 +141,7 @@ def _solve_upper(method, K, y, init, tol):
     eta, steps, status, change = end.state.eta, end.num_steps, end.status, end.state.change
     eta = lax.stop_gradient(eta)
     n = K.shape[0]
-    b = y * jax.nn.sigmoid(eta)
+    b = y * jax.nn.sigmoid(held_fixed(eta, K, "gpc.JaakkolaJordanUpper()", "variational parameters eta"))
     return GaussianSolution(
         alpha=b,  # the posterior of eq. 26 is N(C b, C): test mean k^T b, test variance kappa
         sqrt_w=jnp.zeros_like(b),

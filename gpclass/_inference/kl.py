@@ -46,6 +46,7 @@ from .._linalg import half_log_det
 from .._types import Array
 from ._base import AbstractInference
 from ._expectations import expected_log_lik_derivatives
+from ._held_fixed import held_fixed
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
 from .kl_sparse import solve_sparse_kl
@@ -94,7 +95,7 @@ class KL(AbstractInference):
         tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
         factor = factor_sites(K, tau)
         return site_posterior(
-            K, tau, nu, factor[0],
+            K, *held_fixed((tau, nu), K, "gpc.KL()", "sites (tau~, nu~)"), factor[0],
             log_marginal=elbo(K, likelihood, y, tau, nu, factor),  # envelope theorem: sites held fixed
             info=SolverInfo(num_steps=steps, status=status, max_change=change),
             warm_start=(tau, nu),

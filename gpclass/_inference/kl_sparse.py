@@ -32,6 +32,7 @@ from .._iterate import all_finite, iterate, relative_change, rounding_level, tol
 from .._sparse import LowRankCovariance
 from .._types import Array
 from ._expectations import expected_log_lik_derivatives, expected_log_lik_gradient
+from ._held_fixed import held_fixed
 from ._posterior import SolverInfo, SparseSolution
 from .ep_sparse import marginals
 
@@ -45,14 +46,15 @@ def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     nu0 = jnp.zeros(n, op.dtype) if init is None else jnp.asarray(init[1], op.dtype)
     tau, nu, steps, status, change = _optimise(method, *lax.stop_gradient((op, likelihood, y, tau0, nu0)))
     tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
-    factor = op.factor(tau)
-    mu, _, _, alpha = _moments(op, tau, nu, factor)
+    tau_p, nu_p = held_fixed((tau, nu), op, "sparse gpc.KL()", "sites (tau~, nu~)")
+    factor = op.factor(tau_p)  # the posterior's
+    mu, _, _, alpha = _moments(op, tau_p, nu_p, factor)
     return SparseSolution(
         alpha=op.inducing_weights(alpha),
         chol_uu=op.chol_uu,
         chol_u=factor.chol,
         mean=mu,
-        log_marginal=elbo(op, likelihood, y, tau, nu, factor),
+        log_marginal=elbo(op, likelihood, y, tau, nu),  # envelope theorem: sites held fixed
         info=SolverInfo(num_steps=steps, status=status, max_change=change),
         warm_start=(tau, nu),
     )
