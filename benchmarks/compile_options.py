@@ -6,7 +6,7 @@
 
 For each method, the jitted value and gradient of log q(y|X, theta) with
 respect to (log sigma_f, log l) is compiled with ``gpc.compiler_options()``
-(on CPU: XLA's fusion emitters off) and with XLA's defaults, from the same
+(on CPU: XLA's fusion emitters off, LLVM optimisation level 1) and with XLA's defaults, from the same
 program.  Compile time is the process CPU time and the wall time of
 ``.compile()`` (XLA compiles on several threads), the lesser of two
 compilations of each, interleaved; run time is the median over ``--repeats`` interleaved calls of the two

@@ -41,8 +41,13 @@ def _held_fixed(message, params, prior):
 
 
 def _held_fixed_fwd(message, params, prior):
+    return primal_values(params), None
+
+
+def primal_values(tree):
+    """The values of a ``symbolic_zeros`` custom VJP's inputs (``CustomVJPPrimal`` leaves) as a plain tree."""
     primal = jax.custom_derivatives.CustomVJPPrimal
-    return jax.tree.map(lambda p: p.value, params, is_leaf=lambda p: isinstance(p, primal)), None
+    return jax.tree.map(lambda p: p.value if isinstance(p, primal) else p, tree, is_leaf=lambda p: isinstance(p, primal))
 
 
 def _held_fixed_bwd(message, residuals, cotangent):

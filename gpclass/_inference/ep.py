@@ -52,6 +52,7 @@ from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
 from ._ep_updates import cavity, ep_log_marginal, site_update
+from ._held_fixed import primal_values
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
 from .ep_sparse import solve_sparse_ep
@@ -183,15 +184,9 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
 
 
 def _fixed_point_fwd(method, K, likelihood, y, tau0, nu0, key):
-    K, likelihood, y, tau0, nu0, key = _values((K, likelihood, y, tau0, nu0, key))
+    K, likelihood, y, tau0, nu0, key = primal_values((K, likelihood, y, tau0, nu0, key))
     out = _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
     return out, (K, likelihood, y, out[0], out[1], out[3] == Status.CONVERGED)
-
-
-def _values(tree):
-    """The primal values of ``symbolic_zeros`` custom-VJP inputs."""
-    primal = jax.custom_derivatives.CustomVJPPrimal
-    return jax.tree.map(lambda p: p.value if isinstance(p, primal) else p, tree, is_leaf=lambda p: isinstance(p, primal))
 
 
 def _fixed_point_bwd(method, residuals, cotangents):

@@ -40,7 +40,7 @@ def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     factor = op.factor(tau)
     sigma_diag, mu = marginals(op, tau, nu, factor)
     tau_p, nu_p = held_fixed((tau, nu), op, "sparse gpc.EP()", "sites (tau~, nu~)")
-    factor_p = op.factor(tau_p)
+    factor_p = op.factor(tau_p)  # the posterior's; the same values as factor (XLA computes them once)
     return SparseSolution(
         alpha=op.inducing_weights(_alpha(op, factor_p, nu_p)),
         chol_uu=op.chol_uu,

@@ -47,7 +47,7 @@ def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     tau, nu, steps, status, change = _optimise(method, *lax.stop_gradient((op, likelihood, y, tau0, nu0)))
     tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
     tau_p, nu_p = held_fixed((tau, nu), op, "sparse gpc.KL()", "sites (tau~, nu~)")
-    factor = op.factor(tau_p)  # the posterior's
+    factor = op.factor(tau_p)  # the posterior's; the same values as the ELBO's (XLA computes them once)
     mu, _, _, alpha = _moments(op, tau_p, nu_p, factor)
     return SparseSolution(
         alpha=op.inducing_weights(alpha),
