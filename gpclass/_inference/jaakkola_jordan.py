@@ -31,9 +31,11 @@ Gradients.  The bound is optimised over its variational parameters at
 fixed hyperparameters; at the optimum the derivative through the variational
 parameters vanishes (envelope theorem), so d log Z' / d theta is the explicit
 derivative with nu held fixed: a ``stop_gradient``, exact at
-convergence, memory independent of the iteration count.  Only ``log_marginal``
-is differentiated this way; the other posterior fields hold the variational
-parameters fixed.
+convergence, memory independent of the iteration count.  The posterior
+(predictions) depends on nu's own derivative: at the fixed point
+nu = nu_EM(nu) it is (I - J)^-1 d nu_EM with the Newton step's J, solved in
+reverse mode only when a prediction is differentiated
+(:func:`gpclass._inference._held_fixed.implicit_fixed_point`).
 """
 
 from typing import NamedTuple
@@ -45,10 +47,11 @@ from jax import lax
 
 from .. import _dense as dense
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
-from .._linalg import half_log_det
+from .._linalg import factor_b_given, half_log_det, sqrt_precision
+from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
-from ._held_fixed import held_fixed
+from ._held_fixed import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic, jj_lambda, jj_lambda_derivative
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_covariance, site_posterior
@@ -111,13 +114,23 @@ def _lower_candidates(K, y, nu, factor):
     (thousands of steps at sigma_f^2 = e^8).
     """
     n = K.shape[0]
-    Sigma = site_covariance(K, factor)
+    nu_em, J = _lower_target(K, y, nu, factor)
+    delta = dense.solve(jnp.eye(n, dtype=K.dtype) - J, nu_em - nu)
+    return nu_em, jnp.abs(nu + delta)  # the bound is even in nu
+
+
+def _lower_target_and_jacobian(K, likelihood, y, nu):
+    """(nu_EM(nu), J): the fixed point's map for :func:`implicit_fixed_point` (the likelihood is the logistic)."""
+    return _lower_target(K, y, nu)
+
+
+def _lower_target(K, y, nu, factor=None):
+    """The EM map nu_EM(nu) and its Jacobian J (:func:`_lower_candidates`)."""
+    Sigma = site_covariance(K, factor_sites(K, 2.0 * jj_lambda(nu)) if factor is None else factor)
     m = Sigma @ (0.5 * y)
     nu_em = jnp.sqrt(jnp.maximum(jnp.diagonal(Sigma) + m**2, jnp.finfo(K.dtype).tiny))
     S = Sigma**2 + 2.0 * (m[:, None] * Sigma * m[None, :])
-    J = S * (-2.0 * jj_lambda_derivative(nu))[None, :] / (2.0 * nu_em)[:, None]
-    delta = dense.solve(jnp.eye(n, dtype=K.dtype) - J, nu_em - nu)
-    return nu_em, jnp.abs(nu + delta)  # the bound is even in nu
+    return nu_em, S * (-2.0 * jj_lambda_derivative(nu))[None, :] / (2.0 * nu_em)[:, None]
 
 
 class _LowerState(NamedTuple):
@@ -166,8 +179,12 @@ def _solve_lower(method, K, y, init, tol):
     # Differentiable in K with nu held fixed: the envelope theorem (module docstring).
     tau = 2.0 * jj_lambda(nu)
     factor = factor_sites(K, tau)
+    # The posterior depends on nu, differentiable by the implicit function theorem at nu = nu_EM(nu) (solved
+    # only when a prediction is differentiated); the bound holds nu fixed (module docstring).
+    nu_p = implicit_fixed_point(_lower_target_and_jacobian, nu, status == Status.CONVERGED, K, None, y)
+    tau_p = 2.0 * jj_lambda(nu_p)
     return site_posterior(  # alpha = H^-1 d, Gibbs & MacKay eq. 17
-        K, held_fixed(tau, K, "gpc.JaakkolaJordan()", "variational parameters nu"), d, factor[0],
+        K, tau_p, d, factor_b_given(K, sqrt_precision(tau_p), factor[0]),
         log_marginal=lower_bound(K, y, nu, factor),
         info=SolverInfo(num_steps=steps, status=status, max_change=change),
         warm_start=nu,

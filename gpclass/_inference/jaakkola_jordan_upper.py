@@ -18,7 +18,9 @@ eq. 26 is the one above.)
 Gradients.  log Z'' is minimised over mu at fixed hyperparameters; at the
 optimum the derivative through mu vanishes (envelope theorem), so
 d log Z'' / d theta is the explicit derivative with mu held fixed (a
-``stop_gradient``, exact at convergence).
+``stop_gradient``, exact at convergence).  The posterior (predictions) depends
+on eta = logit(mu)'s own derivative, by the implicit function theorem at the
+stationarity condition eta = -y (C b) (:func:`_upper_target_and_jacobian`).
 """
 
 from typing import NamedTuple
@@ -30,9 +32,10 @@ from jax import lax
 
 from .._iterate import all_finite, iterate, rounding_level, tolerance
 from .._linalg import factor_b, solve_b
+from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
-from ._held_fixed import held_fixed
+from ._held_fixed import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic
 from ._posterior import GaussianSolution, SolverInfo
 
@@ -94,6 +97,13 @@ def _upper_newton_direction(K, y, eta):
     return -y * (u - K @ (sqrt_d * solve_b(L, sqrt_d * u)))
 
 
+def _upper_target_and_jacobian(K, likelihood, y, eta):
+    """The stationarity condition g = 0 (:func:`_upper_newton_direction`) as the fixed point eta = -y (C b),
+    b = y sigmoid(eta), and its Jacobian -Y C Y D: the map for :func:`implicit_fixed_point`."""
+    mu = jax.nn.sigmoid(eta)
+    return -y * (K @ (y * mu)), -(y[:, None] * K * y[None, :]) * (mu * jax.nn.sigmoid(-eta))[None, :]
+
+
 class _UpperState(NamedTuple):
     """eta = logit(mu), log Z''(eta), the last change of mu, and how the last step ended."""
 
@@ -141,7 +151,10 @@ def _solve_upper(method, K, y, init, tol):
     eta, steps, status, change = end.state.eta, end.num_steps, end.status, end.state.change
     eta = lax.stop_gradient(eta)
     n = K.shape[0]
-    b = y * jax.nn.sigmoid(held_fixed(eta, K, "gpc.JaakkolaJordanUpper()", "variational parameters eta"))
+    # The posterior depends on eta, differentiable by the implicit function theorem (solved only when a prediction
+    # is differentiated); the bound holds eta fixed.
+    b = y * jax.nn.sigmoid(implicit_fixed_point(_upper_target_and_jacobian, eta, status == Status.CONVERGED, K,
+                                                None, y))
     return GaussianSolution(
         alpha=b,  # the posterior of eq. 26 is N(C b, C): test mean k^T b, test variance kappa
         sqrt_w=jnp.zeros_like(b),

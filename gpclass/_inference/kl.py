@@ -30,7 +30,11 @@ conditioned.
 Gradient.  At the optimum the ELBO is stationary in the sites, so its
 derivative with respect to the hyperparameters is the explicit one with the
 sites held fixed (envelope theorem): a ``stop_gradient`` on the converged
-sites, exact at convergence, memory independent of the iteration count.
+sites, exact at convergence, memory independent of the iteration count.  The
+posterior (predictions) depends on the sites' own derivative: at the fixed
+point (tau~, nu~) = T(tau~, nu~) it is (I - J)^-1 dT with the Newton step's J,
+solved in reverse mode only when a prediction is differentiated
+(:func:`gpclass._inference._held_fixed.implicit_fixed_point`).
 """
 
 from typing import NamedTuple
@@ -42,11 +46,12 @@ from jax import lax
 
 from .. import _dense as dense
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
-from .._linalg import half_log_det
+from .._linalg import factor_b_given, half_log_det, sqrt_precision
+from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
 from ._expectations import expected_log_lik_derivatives
-from ._held_fixed import held_fixed
+from ._held_fixed import implicit_fixed_point
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
 from .kl_sparse import solve_sparse_kl
@@ -94,8 +99,12 @@ class KL(AbstractInference):
         tau, nu, steps, status, change = _optimise(self, K, likelihood, y, tau0, nu0, tol, site_tol)
         tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
         factor = factor_sites(K, tau)
+        # The posterior depends on the sites, differentiable by the implicit function theorem (solved only when
+        # a prediction is differentiated); the ELBO holds them fixed (module docstring).
+        tau_p, nu_p = implicit_fixed_point(_target_and_jacobian, (tau, nu), status == Status.CONVERGED, K,
+                                           likelihood, y)
         return site_posterior(
-            K, *held_fixed((tau, nu), K, "gpc.KL()", "sites (tau~, nu~)"), factor[0],
+            K, tau_p, nu_p, factor_b_given(K, sqrt_precision(tau_p), factor[0]),
             log_marginal=elbo(K, likelihood, y, tau, nu, factor),  # envelope theorem: sites held fixed
             info=SolverInfo(num_steps=steps, status=status, max_change=change),
             warm_start=(tau, nu),
@@ -131,6 +140,18 @@ def _candidates(K, likelihood, y, tau, nu, factor):
     (the ELBO is nearly flat along some site directions).
     """
     n = K.shape[0]
+    t_tau, t_nu, J, m, g_m = _target(K, likelihood, y, tau, nu, factor)
+    residual = jnp.concatenate([t_tau - tau, t_nu - nu])
+    delta = dense.solve(jnp.eye(2 * n, dtype=K.dtype) - J, residual)
+    newton = (jnp.maximum(tau + delta[:n], 0.0), nu + delta[n:])
+    # Natural-gradient target (tau~ >= 0 for log-concave likelihoods, up to quadrature rounding).
+    target_tau = jnp.maximum(t_tau, 0.0)
+    target = (target_tau, g_m + target_tau * m)
+    return target, newton, m
+
+
+def _target(K, likelihood, y, tau, nu, factor):
+    """T(tau~, nu~), its 2n x 2n Jacobian J (:func:`_candidates`), the marginal means m and dE/dm."""
     Sigma = site_covariance(K, factor)
     m, s = Sigma @ nu, jnp.diagonal(Sigma)
     g_m, g_s, h_mm, h_ms, h_sm, h_ss = expected_log_lik_derivatives(likelihood, y, m, s)
@@ -144,13 +165,14 @@ def _candidates(K, likelihood, y, tau, nu, factor):
         [tau_m[:, None] * m_tau + tau_s[:, None] * s_tau, tau_m[:, None] * Sigma],
         [nu_m[:, None] * m_tau + nu_s[:, None] * s_tau, nu_m[:, None] * Sigma],
     ])
-    residual = jnp.concatenate([t_tau - tau, t_nu - nu])
-    delta = dense.solve(jnp.eye(2 * n, dtype=K.dtype) - J, residual)
-    newton = (jnp.maximum(tau + delta[:n], 0.0), nu + delta[n:])
-    # Natural-gradient target (tau~ >= 0 for log-concave likelihoods, up to quadrature rounding).
-    target_tau = jnp.maximum(t_tau, 0.0)
-    target = (target_tau, g_m + target_tau * m)
-    return target, newton, m
+    return t_tau, t_nu, J, m, g_m
+
+
+def _target_and_jacobian(K, likelihood, y, sites):
+    """(T(tau~, nu~) as one vector, J): the fixed point's map for :func:`implicit_fixed_point`."""
+    tau, nu = sites
+    t_tau, t_nu, J, _, _ = _target(K, likelihood, y, tau, nu, factor_sites(K, tau))
+    return jnp.concatenate([t_tau, t_nu]), J
 
 
 class _KLState(NamedTuple):
