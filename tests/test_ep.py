@@ -140,13 +140,13 @@ def test_gradient_is_gpml_eq_5_27_from_the_last_sweeps_factor(pima_small):
     assert not re.findall(r"= lu\b", jaxpr)  # log Z_EP alone: the sites' implicit adjoint is not solved
 
 
-@LIKELIHOODS
-def test_gradient_of_predictions_matches_finite_differences(lik, pima_small):
+def test_gradient_of_predictions_matches_finite_differences(pima_small):
     """Predictions depend on the converged sites, whose dependence on the hyperparameters is the implicit
     adjoint of the fixed point (log Z_EP's gradient alone holds them fixed): the gradient of the predictive
     latent means and log variances at new inputs against central differences of a tightly converged EP."""
     X, y = pima_small
     X_new = X[:4] + 0.1
+    lik = gpc.likelihoods.Probit()
 
     def summary(theta):
         post = gpc.infer(gpc.EP(tol=1e-13), se_kernel(theta[0], theta[1]), lik, X, y)
