@@ -52,7 +52,7 @@ from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
 from ._ep_updates import cavity, ep_log_marginal, site_update
-from ._held_fixed import primal_values
+from ._implicit import primal_values
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
 from .ep_sparse import solve_sparse_ep

@@ -7,19 +7,23 @@ O(n m^2) (``SparseFactor``); GPML instead updates the sites one at a time
 with rank-one Cholesky updates, O(m^2) each.  Both stop at the same EP fixed
 point.  As for the dense method with a log-concave likelihood, log Z_EP is
 stationary in the sites at the fixed point, so its gradient is the explicit
-one with the converged sites held fixed (``stop_gradient``).
+one with the converged sites held fixed (``stop_gradient``); the posterior
+(predictions) differentiates the sites implicitly at the fixed point of the
+parallel update (:func:`_transposed_update`).
 """
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
 from .._iterate import all_finite, iterate, relative_change
 from .._sparse import LowRankCovariance, SparseFactor
+from .._status import Status
 from .._types import Array
 from ._ep_updates import cavity, ep_log_marginal, site_update
-from ._held_fixed import held_fixed
+from ._implicit import implicit_fixed_point_krylov, transposed
 from ._posterior import SolverInfo, SparseSolution
 
 
@@ -39,7 +43,10 @@ def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
     factor = op.factor(tau)
     sigma_diag, mu = marginals(op, tau, nu, factor)
-    tau_p, nu_p = held_fixed((tau, nu), op, "sparse gpc.EP()", "sites (tau~, nu~)")
+    # The posterior depends on the sites: the implicit function theorem at the fixed point of the undamped
+    # parallel update, solved only when a prediction is differentiated; log Z_EP holds them fixed.
+    tau_p, nu_p = implicit_fixed_point_krylov(_parallel_update, _transposed_update, (tau, nu),
+                                              status == Status.CONVERGED, op, likelihood, y, krylov_steps=50)
     factor_p = op.factor(tau_p)  # the posterior's; the same values as factor (XLA computes them once)
     return SparseSolution(
         alpha=op.inducing_weights(_alpha(op, factor_p, nu_p)),
@@ -50,6 +57,42 @@ def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> 
         info=SolverInfo(num_steps=sweeps, status=status, max_change=change),
         warm_start=(tau, nu),
     )
+
+
+def _parallel_update(op, likelihood, y, sites):
+    """The undamped parallel EP update of every site from the marginals of q (its fixed point: the sites)."""
+    tau, nu = sites
+    sigma_diag, mu = marginals(op, tau, nu, op.factor(tau))
+    return site_update(likelihood, y, *cavity(sigma_diag, mu, tau, nu))
+
+
+def _transposed_update(op, likelihood, y, sites):
+    """lambda -> (I - J)^T lambda, J the Jacobian of :func:`_parallel_update` (dense EP's ``_update_jacobian``)
+    applied matrix-free: with Sigma = diag(delta) + R R^T, products with Sigma cost O(n m) and with
+    Sigma o Sigma O(n m^2) (``kl_sparse``); the per-site derivatives of the update come from reverse mode."""
+    tau, nu = sites
+    factor = op.factor(tau)
+    delta, R = factor.posterior_covariance(op)
+    r = jnp.sum(R**2, axis=1)
+    sigma_diag, mu = marginals(op, tau, nu, factor)
+    _, pull = jax.vjp(lambda s, m, t, v: site_update(likelihood, y, *cavity(s, m, t, v)), sigma_diag, mu, tau, nu)
+    ones, zeros = jnp.ones_like(tau), jnp.zeros_like(tau)
+    rows = pull((ones, zeros)), pull((zeros, ones))  # d(new tau~), d(new nu~) by (Sigma_ii, mu_i, tau~_i, nu~_i)
+
+    def sigma(x):
+        return delta * x + R @ (x @ R)
+
+    def sigma_squared(x):
+        return delta**2 * x + 2.0 * delta * r * x + jnp.sum(R * (R @ (R.T @ (x[:, None] * R))), axis=1)
+
+    def i_minus_j(ds):
+        d_tau, d_nu = ds
+        d_sigma, d_mu = -sigma_squared(d_tau), sigma(d_nu - mu * d_tau)  # dSigma_ii, dmu_i by the sites
+        j = [by_sigma * d_sigma + by_mu * d_mu + by_tau * d_tau + by_nu * d_nu
+             for by_sigma, by_mu, by_tau, by_nu in rows]
+        return d_tau - j[0], d_nu - j[1]
+
+    return transposed(i_minus_j, sites)
 
 
 def _alpha(op, factor: SparseFactor, nu):

@@ -35,7 +35,7 @@ convergence, memory independent of the iteration count.  The posterior
 (predictions) depends on nu's own derivative: at the fixed point
 nu = nu_EM(nu) it is (I - J)^-1 d nu_EM with the Newton step's J, solved in
 reverse mode only when a prediction is differentiated
-(:func:`gpclass._inference._held_fixed.implicit_fixed_point`).
+(:func:`gpclass._inference._implicit.implicit_fixed_point`).
 """
 
 from typing import NamedTuple
@@ -51,7 +51,7 @@ from .._linalg import factor_b_given, half_log_det, sqrt_precision
 from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
-from ._held_fixed import implicit_fixed_point
+from ._implicit import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic, jj_lambda, jj_lambda_derivative
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_covariance, site_posterior

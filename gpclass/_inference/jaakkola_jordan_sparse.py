@@ -11,7 +11,8 @@ averaged over p(a_n|u) as well, which subtracts lambda_n (K - Q)_nn = 1/2 W_n g_
 ``apxSparse`` log determinant with its trace term (``SparseFactor.power_log_det``) in both cases.
 The optimum satisfies nu_n^2 = E_q[a_n^2] = Sigma_nn + m_n^2 (+ g_n for VFE); the solver takes
 Newton steps on it by GMRES (matrix-free, O(n m^2) per product), safeguarded by the EM update,
-and the gradient holds nu fixed (the envelope theorem).
+and the gradient holds nu fixed (the envelope theorem).  The posterior (predictions)
+differentiates nu implicitly at nu = nu_EM(nu) (:func:`_transposed_em_system`).
 """
 
 from typing import NamedTuple
@@ -22,8 +23,9 @@ from jax import lax
 
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
 from .._sparse import LowRankCovariance
+from .._status import Status
 from .._types import Array
-from ._held_fixed import held_fixed
+from ._implicit import implicit_fixed_point_krylov, transposed
 from ._jaakkola_jordan import jj_lambda, jj_lambda_derivative
 from ._posterior import SolverInfo, SparseSolution
 
@@ -38,7 +40,11 @@ def solve_sparse_lower(method, op: LowRankCovariance, y, init=None) -> SparseSol
     nu0 = prior_nu if init is None else jnp.where(jnp.asarray(init, dtype) > 0, jnp.asarray(init, dtype), prior_nu)
     nu, steps, status, change = _optimise(method, *lax.stop_gradient((op, y, nu0)), tol)
     nu = lax.stop_gradient(nu)
-    factor = op.factor(2.0 * jj_lambda(held_fixed(nu, op, "sparse gpc.JaakkolaJordan()", "variational parameters nu")))
+    # The posterior depends on nu: the implicit function theorem at nu = nu_EM(nu), solved only when a prediction is
+    # differentiated; the bound holds nu fixed.
+    nu_p = implicit_fixed_point_krylov(_em_map, _transposed_em_system, nu, status == Status.CONVERGED, op, None, y,
+                                       method.krylov_steps)
+    factor = op.factor(2.0 * jj_lambda(nu_p))
     d = 0.5 * y
     alpha = factor.solve_i_plus_wk(op, d)
     return SparseSolution(
@@ -65,6 +71,14 @@ def _candidates(op, y, nu, krylov_steps):
     dE_q[a_n^2] / dW_k = -(Sigma_nk^2 + 2 m_n Sigma_nk m_k) (``jaakkola_jordan._lower_candidates``); with
     Sigma = diag(delta) + R R^T both products cost O(n m^2).
     """
+    nu_em, jacobian = _em_map_and_jacobian(op, y, nu)
+    step, _ = jax.scipy.sparse.linalg.gmres(lambda x: x - jacobian(x), nu_em - nu, x0=nu_em - nu,
+                                            restart=krylov_steps, maxiter=1, tol=1e-8, solve_method="incremental")
+    return nu_em, jnp.abs(nu + step)  # the bound is even in nu
+
+
+def _em_map_and_jacobian(op, y, nu):
+    """nu_EM(nu) and x -> (d nu_EM / d nu) x (:func:`_candidates`), the latter from plain array operations."""
     factor = op.factor(2.0 * jj_lambda(nu))
     delta, R = factor.posterior_covariance(op)
     r = jnp.sum(R**2, axis=1)
@@ -80,9 +94,18 @@ def _candidates(op, y, nu, krylov_steps):
         squared = delta**2 * dw + 2.0 * delta * r * dw + jnp.sum(R * (R @ (R.T @ (dw[:, None] * R))), axis=1)
         return (squared + 2.0 * m * sigma(m * dw)) / (2.0 * nu_em)
 
-    step, _ = jax.scipy.sparse.linalg.gmres(lambda x: x - jacobian(x), nu_em - nu, x0=nu_em - nu,
-                                            restart=krylov_steps, maxiter=1, tol=1e-8, solve_method="incremental")
-    return nu_em, jnp.abs(nu + step)  # the bound is even in nu
+    return nu_em, jacobian
+
+
+def _em_map(op, likelihood, y, nu):
+    """nu_EM(nu) as a map of nu, for :func:`implicit_fixed_point_krylov` (the likelihood is the logistic)."""
+    return _em_map_and_jacobian(op, y, nu)[0]
+
+
+def _transposed_em_system(op, likelihood, y, nu):
+    """lambda -> (I - d nu_EM / d nu)^T lambda at nu, for :func:`implicit_fixed_point_krylov`."""
+    jacobian = _em_map_and_jacobian(op, y, nu)[1]
+    return transposed(lambda x: x - jacobian(x), nu)
 
 
 class _State(NamedTuple):

@@ -35,7 +35,7 @@ from .._linalg import factor_b, solve_b
 from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
-from ._held_fixed import implicit_fixed_point
+from ._implicit import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic
 from ._posterior import GaussianSolution, SolverInfo
 

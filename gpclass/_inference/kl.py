@@ -34,7 +34,7 @@ sites, exact at convergence, memory independent of the iteration count.  The
 posterior (predictions) depends on the sites' own derivative: at the fixed
 point (tau~, nu~) = T(tau~, nu~) it is (I - J)^-1 dT with the Newton step's J,
 solved in reverse mode only when a prediction is differentiated
-(:func:`gpclass._inference._held_fixed.implicit_fixed_point`).
+(:func:`gpclass._inference._implicit.implicit_fixed_point`).
 """
 
 from typing import NamedTuple
@@ -51,7 +51,7 @@ from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
 from ._expectations import expected_log_lik_derivatives
-from ._held_fixed import implicit_fixed_point
+from ._implicit import implicit_fixed_point
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
 from .kl_sparse import solve_sparse_kl

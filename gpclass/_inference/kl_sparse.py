@@ -19,7 +19,9 @@ taken only if the ELBO does not decrease, else the damped step towards T(s),
 halved until the ELBO does not decrease.  The Newton system is solved
 matrix-free by GMRES (:func:`_newton`) in O(n m^2) per product.  The ELBO is stationary in the sites at the
 optimum, so its gradient is the explicit one with the sites held fixed
-(``stop_gradient``; the envelope theorem).
+(``stop_gradient``; the envelope theorem).  The posterior (predictions)
+differentiates the sites implicitly at s = T(s), by GMRES with the Newton
+step's products transposed (:func:`_transposed_fixed_point`).
 """
 
 from typing import NamedTuple
@@ -30,9 +32,10 @@ from jax import lax
 
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
 from .._sparse import LowRankCovariance
+from .._status import Status
 from .._types import Array
 from ._expectations import expected_log_lik_derivatives, expected_log_lik_gradient
-from ._held_fixed import held_fixed
+from ._implicit import implicit_fixed_point_krylov, transposed
 from ._posterior import SolverInfo, SparseSolution
 from .ep_sparse import marginals
 
@@ -46,7 +49,10 @@ def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     nu0 = jnp.zeros(n, op.dtype) if init is None else jnp.asarray(init[1], op.dtype)
     tau, nu, steps, status, change = _optimise(method, *lax.stop_gradient((op, likelihood, y, tau0, nu0)))
     tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
-    tau_p, nu_p = held_fixed((tau, nu), op, "sparse gpc.KL()", "sites (tau~, nu~)")
+    # The posterior depends on the sites: the implicit function theorem at the fixed point s = T(s), solved only
+    # when a prediction is differentiated; the ELBO holds them fixed.
+    tau_p, nu_p = implicit_fixed_point_krylov(_target_map, _transposed_fixed_point, (tau, nu),
+                                              status == Status.CONVERGED, op, likelihood, y, method.krylov_steps)
     factor = op.factor(tau_p)  # the posterior's; the same values as the ELBO's (XLA computes them once)
     mu, _, _, alpha = _moments(op, tau_p, nu_p, factor)
     return SparseSolution(
@@ -93,6 +99,15 @@ def _newton(op, likelihood, y, tau, nu, target, krylov_steps):
     Where the natural-gradient iteration crawls (spectral radius of J near 1, stiff kernels) J has few
     eigenvalues near 1, which GMRES resolves in a few products.
     """
+    residual_map = _linearised_fixed_point(op, likelihood, y, tau, nu, target[0])
+    rhs = (target[0] - tau, target[1] - nu)
+    step, _ = jax.scipy.sparse.linalg.gmres(residual_map, rhs, x0=rhs, restart=krylov_steps, maxiter=1,
+                                            tol=1e-8, solve_method="incremental")
+    return jnp.maximum(tau + step[0], 0.0), nu + step[1]
+
+
+def _linearised_fixed_point(op, likelihood, y, tau, nu, t_tau):
+    """ds -> (I - J) ds, J = dT/ds at the sites (:func:`_newton`), from plain array operations (transposable)."""
     factor = op.factor(tau)
     delta, R = factor.posterior_covariance(op)
     r = jnp.sum(R**2, axis=1)
@@ -111,13 +126,22 @@ def _newton(op, likelihood, y, tau, nu, target, krylov_steps):
         d_mu = sigma(d_nu - d_tau * mu)
         d_v = -sigma_squared(d_tau)
         j_tau = jnp.where(active, -2.0 * (h_vm * d_mu + h_vv * d_v), 0.0)
-        j_nu = h_mm * d_mu + h_mv * d_v + j_tau * mu + target[0] * d_mu
+        j_nu = h_mm * d_mu + h_mv * d_v + j_tau * mu + t_tau * d_mu
         return d_tau - j_tau, d_nu - j_nu
 
-    rhs = (target[0] - tau, target[1] - nu)
-    step, _ = jax.scipy.sparse.linalg.gmres(residual_map, rhs, x0=rhs, restart=krylov_steps, maxiter=1,
-                                            tol=1e-8, solve_method="incremental")
-    return jnp.maximum(tau + step[0], 0.0), nu + step[1]
+    return residual_map
+
+
+def _target_map(op, likelihood, y, sites):
+    """T(tau~, nu~) (:func:`_target`) as a map of the sites."""
+    return _target(op, likelihood, y, *sites)[0]
+
+
+def _transposed_fixed_point(op, likelihood, y, sites):
+    """lambda -> (I - J)^T lambda at the sites, for :func:`implicit_fixed_point_krylov`."""
+    tau, nu = sites
+    return transposed(_linearised_fixed_point(op, likelihood, y, tau, nu, _target_map(op, likelihood, y, sites)[0]),
+                      sites)
 
 
 class _State(NamedTuple):
