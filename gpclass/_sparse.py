@@ -214,6 +214,21 @@ class SparseFactor(eqx.Module):
         delta, shrink = self._diagonals(op)
         return delta, self.PhiL * shrink[:, None]
 
+    def posterior_products(self, op: LowRankCovariance):
+        """x -> Sigma x and x -> (Sigma o Sigma) x (elementwise square) with Sigma = diag(delta) + R R^T
+        (:meth:`posterior_covariance`), plain array operations in O(n m) and O(n m^2):
+        (Sigma o Sigma) x = delta^2 x + 2 delta r x + rowsum(R o (R R^T diag(x) R)), r = rowsum(R^2)."""
+        delta, R = self.posterior_covariance(op)
+        r = jnp.sum(R**2, axis=1)
+
+        def sigma(x):
+            return delta * x + R @ (x @ R)
+
+        def sigma_squared(x):
+            return delta**2 * x + 2.0 * delta * r * x + jnp.sum(R * (R @ (R.T @ (x[:, None] * R))), axis=1)
+
+        return sigma, sigma_squared
+
     def posterior_variance(self, op: LowRankCovariance) -> Float[Array, " n"]:
         """diag Sigma = delta + rowsum(R^2) (:meth:`posterior_covariance`); R is not formed."""
         delta, shrink = self._diagonals(op)

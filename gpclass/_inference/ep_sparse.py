@@ -68,22 +68,15 @@ def _parallel_update(op, likelihood, y, sites):
 
 def _transposed_update(op, likelihood, y, sites):
     """lambda -> (I - J)^T lambda, J the Jacobian of :func:`_parallel_update` (dense EP's ``_update_jacobian``)
-    applied matrix-free: with Sigma = diag(delta) + R R^T, products with Sigma cost O(n m) and with
-    Sigma o Sigma O(n m^2) (``kl_sparse``); the per-site derivatives of the update come from reverse mode."""
+    applied matrix-free (``SparseFactor.posterior_products``: O(n m^2)); the per-site derivatives of the update
+    come from reverse mode."""
     tau, nu = sites
     factor = op.factor(tau)
-    delta, R = factor.posterior_covariance(op)
-    r = jnp.sum(R**2, axis=1)
+    sigma, sigma_squared = factor.posterior_products(op)
     sigma_diag, mu = marginals(op, tau, nu, factor)
     _, pull = jax.vjp(lambda s, m, t, v: site_update(likelihood, y, *cavity(s, m, t, v)), sigma_diag, mu, tau, nu)
     ones, zeros = jnp.ones_like(tau), jnp.zeros_like(tau)
     rows = pull((ones, zeros)), pull((zeros, ones))  # d(new tau~), d(new nu~) by (Sigma_ii, mu_i, tau~_i, nu~_i)
-
-    def sigma(x):
-        return delta * x + R @ (x @ R)
-
-    def sigma_squared(x):
-        return delta**2 * x + 2.0 * delta * r * x + jnp.sum(R * (R @ (R.T @ (x[:, None] * R))), axis=1)
 
     def i_minus_j(ds):
         d_tau, d_nu = ds

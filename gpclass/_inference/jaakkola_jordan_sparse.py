@@ -80,19 +80,14 @@ def _candidates(op, y, nu, krylov_steps):
 def _em_map_and_jacobian(op, y, nu):
     """nu_EM(nu) and x -> (d nu_EM / d nu) x (:func:`_candidates`), the latter from plain array operations."""
     factor = op.factor(2.0 * jj_lambda(nu))
-    delta, R = factor.posterior_covariance(op)
-    r = jnp.sum(R**2, axis=1)
-    d = 0.5 * y
-    m = delta * d + R @ (d @ R)
-    nu_em = jnp.sqrt(jnp.maximum(delta + r + m**2 + (1.0 - op.power) * op.g, jnp.finfo(op.dtype).tiny))
-
-    def sigma(x):
-        return delta * x + R @ (x @ R)
+    sigma, sigma_squared = factor.posterior_products(op)
+    m = sigma(0.5 * y)
+    nu_em = jnp.sqrt(jnp.maximum(factor.posterior_variance(op) + m**2 + (1.0 - op.power) * op.g,
+                                 jnp.finfo(op.dtype).tiny))
 
     def jacobian(x):
         dw = -2.0 * jj_lambda_derivative(nu) * x
-        squared = delta**2 * dw + 2.0 * delta * r * dw + jnp.sum(R * (R @ (R.T @ (dw[:, None] * R))), axis=1)
-        return (squared + 2.0 * m * sigma(m * dw)) / (2.0 * nu_em)
+        return (sigma_squared(dw) + 2.0 * m * sigma(m * dw)) / (2.0 * nu_em)
 
     return nu_em, jacobian
 

@@ -109,17 +109,10 @@ def _newton(op, likelihood, y, tau, nu, target, krylov_steps):
 def _linearised_fixed_point(op, likelihood, y, tau, nu, t_tau):
     """ds -> (I - J) ds, J = dT/ds at the sites (:func:`_newton`), from plain array operations (transposable)."""
     factor = op.factor(tau)
-    delta, R = factor.posterior_covariance(op)
-    r = jnp.sum(R**2, axis=1)
+    sigma, sigma_squared = factor.posterior_products(op)
     mu, _, v, _ = _moments(op, tau, nu, factor)
     _, g_v, h_mm, h_mv, h_vm, h_vv = expected_log_lik_derivatives(likelihood, y, mu, v)
     active = -2.0 * g_v > 0.0  # where T's precision is not clipped at 0
-
-    def sigma(x):
-        return delta * x + R @ (x @ R)
-
-    def sigma_squared(x):
-        return delta**2 * x + 2.0 * delta * r * x + jnp.sum(R * (R @ (R.T @ (x[:, None] * R))), axis=1)
 
     def residual_map(ds):
         d_tau, d_nu = ds
