@@ -30,7 +30,7 @@ def primal_values(tree):
     return jax.tree.map(lambda p: p.value if isinstance(p, primal) else p, tree, is_leaf=lambda p: isinstance(p, primal))
 
 
-def _instantiated(cotangent, params):
+def instantiated(cotangent, params):
     """The cotangent with symbolic zeros made arrays, or None when all of it is symbolically zero."""
     symbolic = jax.custom_derivatives.SymbolicZero
     is_symbolic = lambda c: isinstance(c, symbolic)  # noqa: E731
@@ -63,7 +63,7 @@ def _implicit_fwd(target_and_jacobian, params, converged, K, likelihood, y):
 
 def _implicit_bwd(target_and_jacobian, residuals, cotangent):
     params, converged, K, likelihood, y = residuals
-    cotangent = _instantiated(cotangent, params)
+    cotangent = instantiated(cotangent, params)
     if cotangent is None:
         return None, None, None, None, None
     p_bar = jax.flatten_util.ravel_pytree(cotangent)[0]
@@ -110,7 +110,7 @@ def _implicit_krylov_fwd(target, transposed_system, krylov_steps, params, conver
 
 def _implicit_krylov_bwd(target, transposed_system, krylov_steps, residuals, cotangent):
     params, converged, prior, likelihood, y = residuals
-    p_bar = _instantiated(cotangent, params)
+    p_bar = instantiated(cotangent, params)
     if p_bar is None:
         return None, None, None, None, None
     lam, _ = jax.scipy.sparse.linalg.gmres(transposed_system(prior, likelihood, y, params), p_bar, x0=p_bar,

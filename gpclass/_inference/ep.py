@@ -52,7 +52,7 @@ from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
 from ._ep_updates import cavity, ep_log_marginal, site_update
-from ._implicit import primal_values
+from ._implicit import instantiated, primal_values
 from ._posterior import SolverInfo
 from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
 from .ep_sparse import solve_sparse_ep
@@ -208,11 +208,10 @@ def _fixed_point_bwd(method, residuals, cotangents):
     """
     K, likelihood, y, tau, nu, converged = residuals
     n = K.shape[0]
-    tau_bar, nu_bar = cotangents[:2]
-    symbolic = jax.custom_derivatives.SymbolicZero
-    if isinstance(tau_bar, symbolic) and isinstance(nu_bar, symbolic):
+    site_bars = instantiated(cotangents[:2], (tau, nu))
+    if site_bars is None:
         return None, None, None, None, None, None
-    tau_bar, nu_bar = (jnp.zeros_like(tau) if isinstance(c, symbolic) else c for c in (tau_bar, nu_bar))
+    tau_bar, nu_bar = site_bars
     s_bar = jnp.concatenate([tau_bar, nu_bar])
     I_minus_J = jnp.eye(2 * n, dtype=K.dtype) - _update_jacobian(K, likelihood, y, tau, nu)
     lam = jnp.where(converged, dense.solve(I_minus_J.T, s_bar), s_bar)
