@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import (
     FAST_COMPILE,
+    as_float64,
     central_difference,
     fast_infer,
     jit_call,
@@ -22,6 +23,7 @@ from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import gpclass as gpc
+from gpclass._inference.laplace import _float32_start as float32_start
 from gpclass._linalg import inverse_from_cholesky
 from gpclass._validation import check_binary_labels
 
@@ -201,7 +203,7 @@ def test_reverse_mode_inverts_b_once_and_runs_no_cholesky_vjp(ionosphere_small):
     assert len(re.findall(r"= cholesky \w", jaxpr)) == 2
 
 
-@pytest.mark.parametrize("n", [1, 60, 128, 129, 301])
+@pytest.mark.parametrize("n", [1, 60, 128, 129, 301, 600])
 def test_inverse_from_cholesky_equals_the_inverse(n):
     """B^-1 from B's Cholesky factor by block recursion (leaves of at most 128 rows here: 129 and 301 recurse, 301
     into unequal halves) against NumPy's LU-based inverse of B."""
@@ -273,6 +275,48 @@ def test_second_call_does_not_recompile(pima_small):
     X2, y2 = standardised_subset("pima", 3)
     log_marginal_and_grad(0.7, 0.3, LOGISTIC, padded(X2), y2)
     assert LAPLACE.compiled._cache_size() == compiled
+
+
+FLOAT32_START = log_marginal_functions(gpc.Laplace(float32_start=True))
+
+
+@pytest.mark.parametrize("log_sigma_f", [np.log(2.0) / 2, 9.0])
+def test_float32_start_gives_the_float64_mode_log_q_and_gradient(log_sigma_f, ionosphere_small):
+    """Newton's method started in float32 (forced on at n = 60; by default from 512 cases) ends at the float64 mode:
+    mode, log q and gradient as without it.  At sigma_f = 1.4 float32 takes the iterations most of the way (the
+    float64 iterations then take at most 3 steps); at sigma_f = e^9 (stiff: B's condition is beyond float32) its
+    first step is already a halved one, where it stops, and float64 goes on from the better start (here a = 0)."""
+    X, y = ionosphere_small
+    args = (2 * log_sigma_f, np.log(4.0), LOGISTIC, X, y)
+    (value, post), grad = FLOAT32_START.compiled(*map(as_float64, args[:2]), *args[2:])
+    (value_ref, post_ref), grad_ref = LAPLACE.compiled(*map(as_float64, args[:2]), *args[2:])
+    assert bool(post.info.converged)
+    np.testing.assert_allclose(post.mean, post_ref.mean, rtol=1e-9, atol=1e-9 * np.max(np.abs(post_ref.mean)))
+    np.testing.assert_allclose(value, value_ref, rtol=1e-12)
+    np.testing.assert_allclose(grad, grad_ref, rtol=1e-8, atol=1e-10)
+    K = np_se(X, X, np.exp(2 * log_sigma_f), 4.0)
+    start, steps = jit_call(lambda K, y: float32_start(gpc.Laplace(), K, LOGISTIC, y, jnp.zeros_like(y)), K, y)
+    f_start = K @ np.asarray(start)
+    if log_sigma_f < 1:
+        assert int(steps) >= 3
+        assert np.max(np.abs(f_start - post_ref.mean)) <= 1e-3 * (1 + np.max(np.abs(post_ref.mean)))
+        assert int(post.info.num_steps) - int(steps) <= 3
+    else:
+        assert int(steps) <= 2 and int(post.info.num_steps) - int(steps) == int(post_ref.info.num_steps)
+
+
+def test_float32_start_is_on_from_512_float64_cases():
+    """The default (``float32_start=None``): a float32 Newton loop in the program from 512 float64 cases, not
+    below; never for float32 data.  Traced only, not compiled."""
+    def programs(n, dtype):
+        X, y = toy_data(n=n)
+        jaxpr = str(jax.make_jaxpr(lambda X, y: gpc.infer(gpc.Laplace(), se_kernel(0.0, 0.0), LOGISTIC, X, y,
+                                                           throw=False).log_marginal)(X.astype(dtype), y.astype(dtype)))
+        return len(re.findall(r"f32\[\d+,\d+\] = cholesky", jaxpr)), len(re.findall(r"f64\[\d+,\d+\] = cholesky", jaxpr))
+
+    # (float32, float64) factorisations: Newton's loop body and the mode's factor, plus the float32 loop's body.
+    assert programs(512, np.float64) == (1, 2) and programs(511, np.float64) == (0, 2)
+    assert programs(512, np.float32) == (2, 0)
 
 
 def test_warm_start_gives_the_same_mode_in_fewer_steps(ionosphere_small):

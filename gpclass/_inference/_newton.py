@@ -36,6 +36,7 @@ def newton(
     tol: float | None,
     max_steps: int,
     max_halvings: int,
+    until_unresolved: bool = False,
 ):
     """Maximise Psi from a0; returns (f^, a^, steps, status, size of the last full step).
 
@@ -47,14 +48,22 @@ def newton(
             ``tol * (1 + max|f|)`` in every component (that step is then taken);
             ``None`` means sqrt(machine epsilon).
         max_steps, max_halvings: iteration limits.
+        until_unresolved: also stop (as converged) after a step that needed
+            halving or raised Psi by no more than its rounding level: as far
+            as a lower-precision start should go.  Where the kernel is stiff
+            its directions are poor, and it would otherwise run on with
+            halved steps and no resolvable progress.
     """
     eps = jnp.finfo(a0.dtype).eps
     tol = jnp.sqrt(eps) if tol is None else tol
 
+    def rounding(psi_now, noise):
+        return 8.0 * (noise + eps * jnp.abs(psi_now))
+
     def acceptable(psi_t, psi_now, noise):
         # Psi must not decrease beyond its rounding level: near the mode a Newton
         # step of size delta changes Psi by O(delta^2), below what Psi resolves.
-        return psi_t >= psi_now - 8.0 * (noise + eps * jnp.abs(psi_now))
+        return psi_t >= psi_now - rounding(psi_now, noise)
 
     def step(s: _Newton) -> _Newton:
         da, noise = direction(s.a, s.f)
@@ -78,9 +87,12 @@ def newton(
         )
         accepted = small | acceptable(psi_t, s.psi, noise)
         keep = lambda new, old: jnp.where(accepted, new, old)  # noqa: E731
+        done = small
+        if until_unresolved:
+            done = done | (accepted & ((t < 1) | (psi_t <= s.psi + rounding(s.psi, noise))))
         # A step that cannot be accepted at any length ends the iterations unconverged (stalled).
         return _Newton(keep(s.a + t * da, s.a), keep(f_t, s.f), keep(psi_t, s.psi), change,
-                       small & jnp.isfinite(psi_t), ~accepted)
+                       done & jnp.isfinite(psi_t), ~accepted)
 
     psi0, f0 = psi(a0)
     false = jnp.asarray(False)

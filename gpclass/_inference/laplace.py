@@ -40,6 +40,20 @@ class Laplace(AbstractInference):
             data's dtype (1.5e-8 in float64, 3.5e-4 in float32).
         max_steps: largest number of Newton steps.
         max_halvings: largest number of step halvings within one Newton step.
+        float32_start: for float64 data (binary likelihoods, dense
+            kernels), start the Newton iterations in float32 and continue in
+            float64 from where float32 stops: at its tolerance, or at the
+            first step that needs halving or whose gain in Psi float32 cannot
+            resolve (a stiff kernel).  Only the starting point changes: the
+            float64 iterations, their convergence test and the returned mode
+            are as without it, and the float32 point is used only if its
+            float64 Psi is higher than the start's.  A float32 factorisation
+            takes about 0.6 of the time on a CPU (less on most GPUs), and
+            from a float32 mode the float64 iterations need 2-3 steps instead
+            of 9-17 from zero.  ``None`` means on for float64 problems of at
+            least 512 cases; smaller ones are dominated by the loops' fixed
+            costs, where a second loop only adds compile time.
+            ``num_steps`` counts the steps of both precisions.
 
     B is well conditioned without jitter; a nugget on K belongs to the model:
     ``kernel + gpc.kernels.White(v)``.
@@ -50,6 +64,7 @@ class Laplace(AbstractInference):
     tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=100)
     max_halvings: int = eqx.field(static=True, default=30)
+    float32_start: bool | None = eqx.field(static=True, default=None)
 
     multiclass = True
 
@@ -60,7 +75,11 @@ class Laplace(AbstractInference):
         n = K.shape[0]
         psi = lambda a: _psi(K, likelihood, y, a)
         a0 = jnp.zeros(n, dtype=K.dtype) if init is None else better_start(psi, init, K.dtype)
+        start_steps = 0
+        if self._starts_in_float32(K):
+            a0, start_steps = _float32_start(self, K, likelihood, y, a0)
         f, num_steps, status, a, max_change, L = _mode(self, K, likelihood, y, a0)
+        num_steps = num_steps + start_steps
         log_lik, grad, W = likelihood.derivatives(y, f)
         sqrt_w = sqrt_precision(W)
         L = factor_b_given(K, sqrt_w, L)  # the mode's factor, shared with its adjoint
@@ -77,6 +96,11 @@ class Laplace(AbstractInference):
             info=SolverInfo(num_steps=num_steps, status=status, max_change=max_change),
             warm_start=lax.stop_gradient(a),
         )
+
+    def _starts_in_float32(self, K):
+        if K.dtype != jnp.float64:
+            return False
+        return K.shape[-1] >= _FLOAT32_START_MIN_CASES if self.float32_start is None else self.float32_start
 
     def solve_sparse(self, K, likelihood, y, init=None, key=None):
         _check_log_concave(likelihood)
@@ -104,6 +128,35 @@ class Laplace(AbstractInference):
             info=SolverInfo(num_steps=num_steps, status=status, max_change=max_change),
             warm_start=lax.stop_gradient(a),
         )
+
+
+_FLOAT32_START_MIN_CASES = 512
+
+
+def _float32_start(method: Laplace, K, likelihood, y, a0):
+    """A float64 starting point from Newton's method run in float32 from a0 (no derivative), and its steps.
+
+    The float32 iterations stop at float32's tolerance (sqrt(eps) = 3.5e-4) or
+    at the first step that raises Psi by no more than its rounding level
+    (``until_unresolved``), so that a stiff kernel, which float32 cannot
+    resolve, costs a few steps.  The point is kept only if it has the higher
+    Psi in float64.
+    """
+    single = lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x  # noqa: E731
+    K32, likelihood32, y32, a32 = jax.tree.map(single, lax.stop_gradient((K, likelihood, y, a0)))
+    _, a32, steps, _, _ = newton(
+        lambda a: _psi(K32, likelihood32, y32, a),
+        lambda a, f: _newton_direction(K32, likelihood32, y32, a, f),
+        a32,
+        tol=None,
+        max_steps=method.max_steps,
+        max_halvings=method.max_halvings,
+        until_unresolved=True,
+    )
+    K, likelihood = lax.stop_gradient((K, likelihood))
+    start = a32.astype(K.dtype)
+    higher = _psi(K, likelihood, y, start)[0] > _psi(K, likelihood, y, a0)[0]  # False where either is NaN
+    return jnp.where(higher, start, a0), steps
 
 
 def _check_log_concave(likelihood):
