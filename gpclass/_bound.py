@@ -29,8 +29,8 @@ from .likelihoods import AbstractLikelihood
 def posterior_covariance(posterior: GaussianPosterior) -> Float[Array, "n n"]:
     """A = (K^-1 + W)^-1 = K - K W^1/2 B^-1 W^1/2 K from the stored factor of B (GPML eq. 3.27)."""
     K = posterior.kernel.gram(posterior.X)
-    V = dense.solve_triangular(posterior.chol, posterior.sqrt_w[:, None] * K, lower=True)
-    return K - V.T @ V
+    Vt = dense.solve_triangular_right(posterior.chol, K * posterior.sqrt_w[None, :], lower=True, trans=1)
+    return K - Vt @ Vt.T  # Vt = (L^-1 W^1/2 K)^T, laid out for this product (_sites.factor_sites)
 
 
 def expected_log_prior(C: Float[Array, "n n"], mean: Float[Array, " n"], cov: Float[Array, "n n"]) -> Float[Array, ""]:

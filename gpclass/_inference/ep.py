@@ -54,7 +54,7 @@ from ._base import AbstractInference
 from ._ep_updates import cavity, ep_log_marginal, site_update
 from ._implicit import instantiated, primal_values
 from ._posterior import SolverInfo
-from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
+from ._sites import covariance_root, factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
 from .ep_sparse import solve_sparse_ep
 
 
@@ -401,9 +401,8 @@ def _log_marginal(K, likelihood, y, tau, nu, L=None, factor=None):
     the sites' own dependence on the hyperparameters enters the gradient.
     """
     if factor is None:
-        sqrt_tau = sqrt_precision(tau)
-        L = factor_b(K, sqrt_tau) if L is None else L
-        factor = (L, dense.solve_triangular(L, sqrt_tau[:, None] * K, lower=True))
+        L = factor_b(K, sqrt_precision(tau)) if L is None else L
+        factor = (L, covariance_root(K, tau, L))
     sigma_diag, mu, L = site_marginals(K, tau, nu, factor)
     sqrt_tau = sqrt_precision(tau)
     # nu~^T Sigma nu~ = nu~^T K nu~ - |L^-1 S~^1/2 K nu~|^2 carries the K-dependence of eq. 3.74.

@@ -96,9 +96,9 @@ def lower_bound(K, y, nu, factor=None):
     ``factor`` is ``factor_sites(K, 2 lambda(nu))`` if already computed.
     """
     tau = 2.0 * jj_lambda(nu)
-    L, V = factor_sites(K, tau) if factor is None else factor
+    L, Vt = factor_sites(K, tau) if factor is None else factor
     d = 0.5 * y
-    v = V @ d  # L^-1 W^1/2 C d, so d^T Sigma d = d^T C d - |v|^2
+    v = Vt.T @ d  # L^-1 W^1/2 C d, so d^T Sigma d = d^T C d - |v|^2
     per_point = jax.nn.log_sigmoid(nu) - 0.5 * nu + jj_lambda(nu) * nu**2
     return jnp.sum(per_point) + 0.5 * (jnp.dot(d, K @ d) - jnp.dot(v, v)) - half_log_det(L)
 
