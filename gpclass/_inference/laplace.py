@@ -137,10 +137,10 @@ def _float32_start(method: Laplace, K, likelihood, y, a0):
     """A float64 starting point from Newton's method run in float32 from a0 (no derivative), and its steps.
 
     The float32 iterations stop at float32's tolerance (sqrt(eps) = 3.5e-4) or
-    at the first step that raises Psi by no more than its rounding level
-    (``until_unresolved``), so that a stiff kernel, which float32 cannot
-    resolve, costs a few steps.  The point is kept only if it has the higher
-    Psi in float64.
+    at the first step that needs halving or raises Psi by no more than its
+    rounding level (``until_unresolved``), so that a stiff kernel, which
+    float32 cannot resolve, costs a step or two.  The point is kept only if
+    it has the higher Psi in float64.
     """
     single = lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x  # noqa: E731
     K32, likelihood32, y32, a32 = jax.tree.map(single, lax.stop_gradient((K, likelihood, y, a0)))
