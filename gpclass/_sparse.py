@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _dense as dense
+from ._compile import jit
 from ._types import Array, Float
 from ._validation import Checks
 from .kernels import AbstractKernel, PerClass
@@ -241,6 +242,7 @@ class SparseFactor(eqx.Module):
         return G * shrink, shrink
 
 
+@jit(static_argnums=1)  # one program: run op by op, its ~60 operations compiled one by one (1-2 s)
 def kmeans_plus_plus(X: Float[Array, "n d"], num: int, key: Array) -> Float[Array, "num d"]:
     """``num`` distinct rows of X by k-means++ seeding: each next row drawn with probability ~ squared distance."""
     n = X.shape[0]
