@@ -52,26 +52,20 @@ def _cholesky(A):
     return lax.linalg.cholesky(A, symmetrize_input=False)
 
 
-def _make_triangular(lower: bool, trans: int):
+def _make_triangular(lower: bool, trans: int, left: bool):
     @_loop_on_cpu
     def solve(A, B):
-        return jsl.solve_triangular(A, B, lower=lower, trans=trans)
-
-    return solve
-
-
-_TRIANGULAR = {(lower, trans): _make_triangular(lower, trans) for lower in (True, False) for trans in (0, 1)}
-
-
-def _make_triangular_right(lower: bool, trans: int):
-    @_loop_on_cpu
-    def solve(A, B):
+        if left:
+            return jsl.solve_triangular(A, B, lower=lower, trans=trans)
         return lax.linalg.triangular_solve(A, B, left_side=False, lower=lower, transpose_a=bool(trans))
 
     return solve
 
 
-_TRIANGULAR_RIGHT = {(lower, trans): _make_triangular_right(lower, trans) for lower in (True, False) for trans in (0, 1)}
+_TRIANGULAR = {
+    (lower, trans, left): _make_triangular(lower, trans, left)
+    for lower in (True, False) for trans in (0, 1) for left in (True, False)
+}
 
 
 @_loop_on_cpu
@@ -124,64 +118,43 @@ cholesky.defvjp(_cholesky_fwd, _cholesky_bwd)
 def solve_triangular(A: Float[Array, "n n"], B: Array, lower: bool, trans: int = 0) -> Array:
     """op(A)^-1 B for triangular A, op(A) = A (trans=0) or A^T (trans=1); B a vector or a matrix."""
     _check_matrix(A, "A")
-    return _solve_triangular(A, B, lower, int(trans))
-
-
-def _solve_triangular_impl(A, B, lower, trans):
-    return _TRIANGULAR[lower, trans](A, B)
-
-
-_solve_triangular = jax.custom_vjp(_solve_triangular_impl, nondiff_argnums=(2, 3))
-
-
-def _solve_triangular_fwd(A, B, lower, trans):
-    X = _TRIANGULAR[lower, trans](A, B)
-    return X, (A, X)
-
-
-def _solve_triangular_bwd(lower, trans, residuals, X_bar):
-    """B_bar = op(A)^-T X_bar; op(A)_bar = -B_bar X^T, restricted to A's triangle."""
-    A, X = residuals
-    B_bar = _TRIANGULAR[lower, 1 - trans](A, X_bar)
-    outer = jnp.outer(B_bar, X) if X.ndim == 1 else B_bar @ X.T
-    A_bar = -(outer if trans == 0 else outer.T)
-    A_bar = jnp.tril(A_bar) if lower else jnp.triu(A_bar)
-    return A_bar, B_bar
-
-
-_solve_triangular.defvjp(_solve_triangular_fwd, _solve_triangular_bwd)
+    return _solve_triangular(A, B, lower, int(trans), True)
 
 
 def solve_triangular_right(A: Float[Array, "n n"], B: Float[Array, "m n"], lower: bool, trans: int = 0) -> Array:
     """B op(A)^-1 for triangular A and a matrix B: the transpose of ``solve_triangular(A, B^T, lower, 1 - trans)``,
     by LAPACK's right-sided solve, so the result is laid out for products X Y^T (``_sites.factor_sites``)."""
     _check_matrix(A, "A")
-    return _solve_triangular_right(A, B, lower, int(trans))
+    return _solve_triangular(A, B, lower, int(trans), False)
 
 
-def _solve_triangular_right_impl(A, B, lower, trans):
-    return _TRIANGULAR_RIGHT[lower, trans](A, B)
+def _solve_triangular_impl(A, B, lower, trans, left):
+    return _TRIANGULAR[lower, trans, left](A, B)
 
 
-_solve_triangular_right = jax.custom_vjp(_solve_triangular_right_impl, nondiff_argnums=(2, 3))
+_solve_triangular = jax.custom_vjp(_solve_triangular_impl, nondiff_argnums=(2, 3, 4))
 
 
-def _solve_triangular_right_fwd(A, B, lower, trans):
-    X = _TRIANGULAR_RIGHT[lower, trans](A, B)
+def _solve_triangular_fwd(A, B, lower, trans, left):
+    X = _TRIANGULAR[lower, trans, left](A, B)
     return X, (A, X)
 
 
-def _solve_triangular_right_bwd(lower, trans, residuals, X_bar):
-    """B_bar = X_bar op(A)^-T; op(A)_bar = -X^T B_bar, restricted to A's triangle."""
+def _solve_triangular_bwd(lower, trans, left, residuals, X_bar):
+    """Left (X = op(A)^-1 B): B_bar = op(A)^-T X_bar, op(A)_bar = -B_bar X^T.  Right (X = B op(A)^-1):
+    B_bar = X_bar op(A)^-T, op(A)_bar = -X^T B_bar.  A_bar restricted to A's triangle."""
     A, X = residuals
-    B_bar = _TRIANGULAR_RIGHT[lower, 1 - trans](A, X_bar)
-    inner = X.T @ B_bar
-    A_bar = -(inner if trans == 0 else inner.T)
+    B_bar = _TRIANGULAR[lower, 1 - trans, left](A, X_bar)
+    if left:
+        product = jnp.outer(B_bar, X) if X.ndim == 1 else B_bar @ X.T
+    else:
+        product = X.T @ B_bar
+    A_bar = -(product if trans == 0 else product.T)
     A_bar = jnp.tril(A_bar) if lower else jnp.triu(A_bar)
     return A_bar, B_bar
 
 
-_solve_triangular_right.defvjp(_solve_triangular_right_fwd, _solve_triangular_right_bwd)
+_solve_triangular.defvjp(_solve_triangular_fwd, _solve_triangular_bwd)
 
 
 def cho_solve(L: Float[Array, "n n"], B: Array) -> Array:
