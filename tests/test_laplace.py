@@ -280,6 +280,11 @@ def test_second_call_does_not_recompile(pima_small):
 FLOAT32_START = log_marginal_functions(gpc.Laplace(float32_start=True))
 
 
+def float32_start_from_zero(K, y):
+    """The float32 phase alone from a = 0: (its point, its steps); module level, so one compiled program."""
+    return float32_start(gpc.Laplace(), K, LOGISTIC, y, jnp.zeros_like(y))
+
+
 @pytest.mark.parametrize("log_sigma_f", [np.log(2.0) / 2, 9.0])
 def test_float32_start_gives_the_float64_mode_log_q_and_gradient(log_sigma_f, ionosphere_small):
     """Newton's method started in float32 (forced on at n = 60; by default from 512 cases) ends at the float64 mode:
@@ -295,7 +300,7 @@ def test_float32_start_gives_the_float64_mode_log_q_and_gradient(log_sigma_f, io
     np.testing.assert_allclose(value, value_ref, rtol=1e-12)
     np.testing.assert_allclose(grad, grad_ref, rtol=1e-8, atol=1e-10)
     K = np_se(X, X, np.exp(2 * log_sigma_f), 4.0)
-    start, steps = jit_call(lambda K, y: float32_start(gpc.Laplace(), K, LOGISTIC, y, jnp.zeros_like(y)), K, y)
+    start, steps = jit_call(float32_start_from_zero, K, y)
     f_start = K @ np.asarray(start)
     if log_sigma_f < 1:
         assert int(steps) >= 3
