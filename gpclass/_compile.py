@@ -68,19 +68,22 @@ def compiler_options() -> dict:
     "xla_backend_optimization_level": 1, "xla_cpu_copy_insertion_use_region_analysis": True}``, else ``{}``.
 
     Decided at the first compilation (not at import: importing gpclass does not
-    start a backend) by compiling a one-line program with each option; one
-    that the jaxlib rejects is left out.
+    start a backend) by compiling a one-line program with all options, and if
+    the jaxlib rejects that, with each option: one that it rejects is left out.
     """
     if jax.default_backend() != "cpu":
         return {}
-    accepted = {}
-    for name, value in _CPU_OPTIONS.items():
-        try:
-            jax.jit(jnp.negative, compiler_options={name: value}).lower(jnp.zeros(())).compile()
-        except jax.errors.JaxRuntimeError:
-            continue
-        accepted[name] = value
-    return accepted
+    if _accepts(_CPU_OPTIONS):
+        return dict(_CPU_OPTIONS)
+    return {name: value for name, value in _CPU_OPTIONS.items() if _accepts({name: value})}
+
+
+def _accepts(options: dict) -> bool:
+    try:
+        jax.jit(jnp.negative, compiler_options=options).lower(jnp.zeros(())).compile()
+    except jax.errors.JaxRuntimeError:
+        return False
+    return True
 
 
 class _Deferred:

@@ -18,6 +18,21 @@ def test_cpu_options_and_that_they_reach_xla():
         gpc.jit(jnp.sin, compiler_options={"xla_no_such_option": True})(1.0)
 
 
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the options are probed on the CPU only")
+def test_an_option_the_jaxlib_rejects_is_left_out(monkeypatch):
+    """All options are probed in one compilation; if the jaxlib rejects that, each alone, and the rejected ones
+    are dropped (a jaxlib that does not know an option must still compile gpclass's programs)."""
+    from gpclass import _compile
+
+    expected = gpc.compiler_options()
+    monkeypatch.setattr(_compile, "_CPU_OPTIONS", {**_compile._CPU_OPTIONS, "xla_no_such_option": True})
+    _compile.compiler_options.cache_clear()
+    try:
+        assert _compile.compiler_options() == expected
+    finally:
+        _compile.compiler_options.cache_clear()
+
+
 def f(x):
     return jnp.sum(jnp.sin(x) * x)
 
