@@ -176,6 +176,30 @@ def test_sequential_random_order_and_parallel_reach_the_same_fixed_point(lik, pi
         gpc.infer(gpc.EP(order="random"), kernel, lik, X, y)
 
 
+@pytest.mark.parametrize(
+    "schedule, lik, fewer",
+    [
+        ("sequential", gpc.likelihoods.Probit(), 1.0),  # 10 against 11 sweeps
+        ("parallel", gpc.likelihoods.Probit(), 0.6),  # 21 against 48
+        ("sequential", gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=0.1), 0.6),  # 24 against 50
+    ],
+    ids=["sequential", "parallel", "sequential-label-noise"],
+)
+def test_anderson_acceleration_reaches_the_same_fixed_point_in_fewer_sweeps(schedule, lik, fewer, pima_small):
+    """EP's default extrapolates every sweep from the last three (gpclass/_anderson.py); anderson=0 runs the plain
+    sweeps.  Label noise clips site precisions at 0, and so does the extrapolation (its projection)."""
+    X, y = pima_small
+    kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
+    accelerated = fast_infer(gpc.EP(schedule=schedule), kernel, lik, X, y)
+    plain = fast_infer(gpc.EP(schedule=schedule, anderson=0), kernel, lik, X, y)
+    assert bool(accelerated.info.converged) and bool(plain.info.converged)
+    assert int(accelerated.info.num_steps) <= fewer * int(plain.info.num_steps)
+    np.testing.assert_allclose(float(accelerated.log_marginal), float(plain.log_marginal), rtol=1e-9)
+    np.testing.assert_allclose(accelerated.mean, plain.mean, atol=1e-7 * (1 + np.max(np.abs(plain.mean))))
+    with pytest.raises(ValueError, match="anderson"):
+        gpc.EP(anderson=-1)
+
+
 def test_predictions_match_gpml_eqs_3_60_3_61(pima_small):
     X, y = pima_small  # the fixed-point tests' data and kernel: their compiled EP program
     X_test = standardised_subset("pima", 5, n=15)[0]

@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .. import _anderson as anderson
 from .. import _dense as dense
 from .._iterate import all_finite, iterate, relative_change, tolerance
 from .._linalg import factor_b, factor_b_given, half_log_det, inverse_from_cholesky, sqrt_precision
@@ -81,6 +82,14 @@ class EP(AbstractInference):
             most ``tol (1 + |log Z_EP|)``.  ``None`` means 1e-10 in float64 and
             1e-5 in float32.
         max_steps: largest number of sweeps.
+        anderson: how many past sweeps Anderson acceleration combines
+            (``gpclass._anderson``; Walker & Ni 2011): each sweep's output is
+            extrapolated from the last ``anderson`` sweeps, which removes the
+            slow linear modes of the sweep map (usps35, n = 600: 23 -> 14
+            sequential sweeps to the default tolerance; the parallel schedule
+            and sparse EP need about half the sweeps).  The fixed point is the
+            same.  0 gives the plain sweeps; so does ``order="random"``, whose
+            sweeps are different maps.
     """
 
     supports_mask = True
@@ -90,12 +99,15 @@ class EP(AbstractInference):
     damping: float | None = eqx.field(static=True, default=None)
     tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=200)
+    anderson: int = eqx.field(static=True, default=3)
 
     def __check_init__(self):
         if self.schedule not in ("sequential", "parallel"):
             raise ValueError(f"schedule must be 'sequential' or 'parallel'; got {self.schedule!r}.")
         if self.order not in ("fixed", "random"):
             raise ValueError(f"order must be 'fixed' or 'random'; got {self.order!r}.")
+        if self.anderson < 0:
+            raise ValueError(f"anderson must be a number of sweeps >= 0; got {self.anderson!r}.")
 
     def solve(self, K, likelihood, y, init=None, key=None):
         if self.order == "random" and key is None:
@@ -149,6 +161,7 @@ class _Sweeps(NamedTuple):
     sweep: Array  # sweeps taken: the random order's permutation index
     change: Array  # relative change of the sites (tau~ and nu~ separately, the larger)
     log_z_change: Array
+    memory: anderson.Memory | None  # Anderson acceleration's past sweeps
 
 
 def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
@@ -166,19 +179,29 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
         order = None if method.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, i), n)
         return _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor)
 
+    accelerate = method.anderson > 0 and (method.schedule == "parallel" or method.order == "fixed")
+
     def step(s: _Sweeps) -> _Sweeps:
         tau, nu = sweep(s.tau, s.nu, s.sweep, s.factor)
+        change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))  # the sweep's own
+        memory = s.memory
+        if accelerate:
+            sites, memory = anderson.step(
+                memory, jnp.concatenate([s.tau, s.nu]), jnp.concatenate([tau, nu]),
+                project=lambda sites: sites.at[:n].max(0.0),  # site precisions the factor of B can take
+            )
+            tau, nu = sites[:n], sites[n:]
         # One factorisation per sweep, shared by log Z_EP here and the next sweep's marginals.
         factor = factor_sites(K, tau)
         log_z = _log_marginal(K, likelihood, y, tau, nu, factor=factor)
-        change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))
-        return _Sweeps(tau, nu, factor, log_z, s.sweep + 1, change, jnp.abs(log_z - s.log_z))
+        return _Sweeps(tau, nu, factor, log_z, s.sweep + 1, change, jnp.abs(log_z - s.log_z), memory)
 
     def terminate(s: _Sweeps):
         return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
 
     inf = jnp.asarray(jnp.inf, K.dtype)
-    start = _Sweeps(tau0, nu0, factor_sites(K, tau0), -inf, jnp.asarray(0), inf, inf)
+    memory = anderson.start(jnp.concatenate([tau0, nu0]), method.anderson) if accelerate else None
+    start = _Sweeps(tau0, nu0, factor_sites(K, tau0), -inf, jnp.asarray(0), inf, inf, memory)
     end = iterate(step, terminate, start, max_steps=method.max_steps, finite=lambda s: all_finite(s.tau, s.nu))
     return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change, end.state.factor
 

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .. import _anderson as anderson
 from .._iterate import all_finite, iterate, relative_change
 from .._sparse import LowRankCovariance, SparseFactor
 from .._status import Status
@@ -119,30 +120,40 @@ class _Sweeps(NamedTuple):
     log_z: Array
     change: Array
     log_z_change: Array
+    memory: anderson.Memory | None  # Anderson acceleration's past sweeps (EP.anderson)
 
 
 def _run_sweeps(method, op, likelihood, y, tau0, nu0):
     """Damped parallel sweeps until the sites and log Z_EP stop changing (the dense method's test).
 
-    Each sweep factorises once (``op.factor``, two n x m x m matrix products) and makes a few O(n m) passes.
+    Each sweep factorises once (``op.factor``, two n x m x m matrix products) and makes a few O(n m) passes;
+    its output is extrapolated by Anderson acceleration as in the dense method (``EP.anderson``).
     """
+    n = op.shape[0]
     tol = method.resolved_tol(op.dtype)
     damping = 0.5 if method.damping is None else method.damping
+    accelerate = method.anderson > 0
 
     def step(s: _Sweeps) -> _Sweeps:
         new_tau, new_nu = site_update(likelihood, y, *cavity(s.sigma_diag, s.mu, s.tau, s.nu))
         tau = (1.0 - damping) * s.tau + damping * new_tau
         nu = (1.0 - damping) * s.nu + damping * new_nu
+        change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))  # the sweep's own
+        memory = s.memory
+        if accelerate:
+            sites, memory = anderson.step(memory, jnp.concatenate([s.tau, s.nu]), jnp.concatenate([tau, nu]),
+                                          project=lambda sites: sites.at[:n].max(0.0))
+            tau, nu = sites[:n], sites[n:]
         factor = op.factor(tau)
         sigma_diag, mu = marginals(op, tau, nu, factor)
         log_z = _log_marginal_at(op, likelihood, y, tau, nu, factor, sigma_diag, mu)
-        change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))
-        return _Sweeps(tau, nu, sigma_diag, mu, log_z, change, jnp.abs(log_z - s.log_z))
+        return _Sweeps(tau, nu, sigma_diag, mu, log_z, change, jnp.abs(log_z - s.log_z), memory)
 
     def terminate(s: _Sweeps):
         return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
 
     inf = jnp.asarray(jnp.inf, op.dtype)
-    start = _Sweeps(tau0, nu0, *marginals(op, tau0, nu0, op.factor(tau0)), -inf, inf, inf)
+    memory = anderson.start(jnp.concatenate([tau0, nu0]), method.anderson) if accelerate else None
+    start = _Sweeps(tau0, nu0, *marginals(op, tau0, nu0, op.factor(tau0)), -inf, inf, inf, memory)
     end = iterate(step, terminate, start, max_steps=method.max_steps, finite=lambda s: all_finite(s.tau, s.nu))
     return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change
