@@ -15,11 +15,13 @@ operations (m is a handful; no LAPACK call in the loop).
 
 The extrapolated point is projected onto the problem's domain by
 ``project`` (EP: site precisions clipped at 0, as the sweeps themselves
-clip them for a likelihood that is not log-concave).  Two safeguards keep
-the iteration at least as robust as the plain one: the memory restarts (and
-x_next = g_k) when a residual is longer than the one before it, and when the
-extrapolated point is not finite.  Fixed points are unchanged: at one,
-r_k = 0 and x_next = g_k = x_k.
+clip them for a likelihood that is not log-concave).  Safeguards keep the
+iteration at least as robust as the plain one: when a residual is longer
+than the one before it (or not finite) the memory restarts, and if the
+point evaluated was extrapolated the iteration goes back to the last
+output, the point the plain iteration had reached (one evaluation lost);
+an extrapolated point that is not finite is not taken.  Fixed points are
+unchanged: at one, r_k = 0 and x_next = g_k = x_k.
 """
 
 from collections.abc import Callable
@@ -38,20 +40,24 @@ class Memory(NamedTuple):
     residual: Array  # (d,) r of the last evaluation
     output: Array  # (d,) g of the last evaluation
     count: Int[Array, ""]  # evaluations since the last restart
+    extrapolated: Bool[Array, ""]  # whether the point returned last was extrapolated (not the last output)
 
 
 def start(x: Array, m: int) -> Memory:
     """An empty memory of ``m`` differences for points shaped like ``x`` (a vector)."""
     zeros = jnp.zeros((m, x.shape[0]), x.dtype)
-    return Memory(zeros, zeros, jnp.zeros_like(x), jnp.zeros_like(x), jnp.asarray(0))
+    return Memory(zeros, zeros, jnp.zeros_like(x), jnp.zeros_like(x), jnp.asarray(0), jnp.asarray(False))
 
 
 def step(memory: Memory, x: Array, g: Array, project: Callable[[Array], Array]) -> tuple[Array, Memory]:
     """The next point after the evaluation g = G(x) (projected by ``project``), and the updated memory."""
     m = memory.d_residual.shape[0]
     r = g - x
-    grew = (memory.count > 0) & (jnp.sum(r * r) > jnp.sum(memory.residual * memory.residual))
-    count = jnp.where(grew, 1, memory.count + 1)
+    # A residual longer than the last one (or not finite): restart the memory.  If x was extrapolated, go back
+    # to the last output, the point the plain iteration had reached, and forget this evaluation.
+    worse = (memory.count > 0) & ~(jnp.sum(r * r) <= jnp.sum(memory.residual * memory.residual))
+    back = worse & memory.extrapolated
+    count = jnp.where(worse, 1, memory.count + 1)
     slot = (count - 2) % m  # where this evaluation's difference goes (count >= 2)
     push = count >= 2
     d_residual = memory.d_residual.at[slot].set(jnp.where(push, r - memory.residual, memory.d_residual[slot]))
@@ -59,9 +65,10 @@ def step(memory: Memory, x: Array, g: Array, project: Callable[[Array], Array]) 
     used = jnp.arange(m) < jnp.minimum(count - 1, m)
     gamma = _least_squares(d_residual, r, used)
     candidate = project(g - gamma @ d_output)
-    ok = jnp.all(jnp.isfinite(candidate))
-    next_x = jnp.where(ok, candidate, g)
-    return next_x, Memory(d_residual, d_output, r, g, jnp.where(ok, count, 1))
+    ok = jnp.all(jnp.isfinite(candidate)) & jnp.any(used)
+    next_x = jnp.where(back, memory.output, jnp.where(ok, candidate, g))
+    residual, output = jnp.where(back, memory.residual, r), jnp.where(back, memory.output, g)
+    return next_x, Memory(d_residual, d_output, residual, output, jnp.where(ok, count, 1), ok & ~back)
 
 
 def _least_squares(rows: Array, r: Array, used: Bool[Array, " m"]) -> Array:

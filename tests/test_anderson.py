@@ -73,16 +73,26 @@ def test_projection_keeps_iterates_in_the_domain_and_reaches_the_fixed_point():
     assert np.sum(x == 0.0) > 0  # the boundary is active
 
 
-def test_a_longer_residual_or_a_non_finite_extrapolation_restarts_the_memory():
+def test_a_longer_residual_restarts_and_after_an_extrapolation_goes_back():
     x, g = jnp.zeros(3), jnp.ones(3)
-    memory = anderson.start(x, 2)._replace(residual=jnp.full(3, 0.1), output=jnp.full(3, 0.5), count=jnp.asarray(4))
-    x_next, memory = anderson.step(memory, x, g, lambda z: z)  # |r| = |g - x| grew from |0.1|
+    last = dict(residual=jnp.full(3, 0.1), output=jnp.full(3, 0.5), count=jnp.asarray(4))
+    # After a plain step: restart and go on from g.
+    x_next, memory = anderson.step(anderson.start(x, 2)._replace(**last), x, g, lambda z: z)
     np.testing.assert_array_equal(x_next, g)
-    assert int(memory.count) == 1
-    memory = memory._replace(d_residual=jnp.full((2, 3), jnp.nan), count=jnp.asarray(3))
+    assert int(memory.count) == 1 and not bool(memory.extrapolated)
+    np.testing.assert_array_equal(memory.output, g)
+    # After an extrapolation (and when G's output is not finite): back to the last output, this evaluation forgotten.
+    for g_bad in (g, jnp.full(3, jnp.nan)):
+        memory = anderson.start(x, 2)._replace(**last, extrapolated=jnp.asarray(True))
+        x_next, memory = anderson.step(memory, x, g_bad, lambda z: z)
+        np.testing.assert_array_equal(x_next, last["output"])
+        np.testing.assert_array_equal(memory.residual, last["residual"])
+        assert int(memory.count) == 1 and not bool(memory.extrapolated)
+    # A non-finite extrapolation is not taken.
+    memory = anderson.start(x, 2)._replace(d_residual=jnp.full((2, 3), jnp.nan), residual=jnp.ones(3), count=jnp.asarray(3))
     x_next, memory = anderson.step(memory, jnp.full(3, 0.5), jnp.full(3, 0.75), lambda z: z)
     np.testing.assert_array_equal(x_next, jnp.full(3, 0.75))
-    assert int(memory.count) == 1
+    assert int(memory.count) == 1 and not bool(memory.extrapolated)
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 5])
