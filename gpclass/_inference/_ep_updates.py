@@ -2,6 +2,8 @@
 
 import jax.numpy as jnp
 
+from .. import _anderson as anderson
+
 
 def cavity(sigma_diag, mu, tau, nu):
     """Cavity natural parameters tau_-i = 1/Sigma_ii - tau~_i, nu_-i = mu_i/Sigma_ii - nu~_i (GPML eq. 3.56)."""
@@ -32,3 +34,12 @@ def ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, half_log_det_b, nu_s
         - 0.5 * jnp.sum(nu**2 / (tau_cav + tau))
         + 0.5 * jnp.dot(nu_cav, (tau / tau_cav * nu_cav - 2.0 * nu) / (tau + tau_cav))
     )
+
+
+def extrapolate_sites(memory: anderson.Memory, tau_old, nu_old, tau, nu):
+    """The sites after a sweep from (tau_old, nu_old) to (tau, nu), extrapolated by Anderson acceleration
+    (:mod:`gpclass._anderson`) with the site precisions projected onto tau~ >= 0, and the updated memory."""
+    n = tau.shape[0]
+    sites, memory = anderson.step(memory, jnp.concatenate([tau_old, nu_old]), jnp.concatenate([tau, nu]),
+                                  project=lambda sites: sites.at[:n].max(0.0))
+    return sites[:n], sites[n:], memory

@@ -52,7 +52,7 @@ from .._linalg import factor_b, factor_b_given, half_log_det, inverse_from_chole
 from .._status import Status
 from .._types import Array
 from ._base import AbstractInference
-from ._ep_updates import cavity, ep_log_marginal, site_update
+from ._ep_updates import cavity, ep_log_marginal, extrapolate_sites, site_update
 from ._implicit import instantiated, primal_values
 from ._posterior import SolverInfo
 from ._sites import covariance_root, factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
@@ -85,9 +85,9 @@ class EP(AbstractInference):
         anderson: how many past sweeps Anderson acceleration combines
             (``gpclass._anderson``; Walker & Ni 2011): each sweep's output is
             extrapolated from the last ``anderson`` sweeps, which removes the
-            slow linear modes of the sweep map (usps35, n = 600: 23 -> 14
-            sequential sweeps to the default tolerance; the parallel schedule
-            and sparse EP need about half the sweeps).  The fixed point is the
+            slow linear modes of the sweep map (the first 600 cases of usps35:
+            23 -> 14 sequential sweeps to the default tolerance; the parallel
+            schedule and sparse EP need about half the sweeps).  The fixed point is the
             same.  0 gives the plain sweeps; so does ``order="random"``, whose
             sweeps are different maps.
     """
@@ -186,11 +186,7 @@ def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
         change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))  # the sweep's own
         memory = s.memory
         if accelerate:
-            sites, memory = anderson.step(
-                memory, jnp.concatenate([s.tau, s.nu]), jnp.concatenate([tau, nu]),
-                project=lambda sites: sites.at[:n].max(0.0),  # site precisions the factor of B can take
-            )
-            tau, nu = sites[:n], sites[n:]
+            tau, nu, memory = extrapolate_sites(memory, s.tau, s.nu, tau, nu)
         # One factorisation per sweep, shared by log Z_EP here and the next sweep's marginals.
         factor = factor_sites(K, tau)
         log_z = _log_marginal(K, likelihood, y, tau, nu, factor=factor)

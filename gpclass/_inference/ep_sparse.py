@@ -23,7 +23,7 @@ from .._iterate import all_finite, iterate, relative_change
 from .._sparse import LowRankCovariance, SparseFactor
 from .._status import Status
 from .._types import Array
-from ._ep_updates import cavity, ep_log_marginal, site_update
+from ._ep_updates import cavity, ep_log_marginal, extrapolate_sites, site_update
 from ._implicit import implicit_fixed_point_krylov, transposed
 from ._posterior import SolverInfo, SparseSolution
 
@@ -129,7 +129,6 @@ def _run_sweeps(method, op, likelihood, y, tau0, nu0):
     Each sweep factorises once (``op.factor``, two n x m x m matrix products) and makes a few O(n m) passes;
     its output is extrapolated by Anderson acceleration as in the dense method (``EP.anderson``).
     """
-    n = op.shape[0]
     tol = method.resolved_tol(op.dtype)
     damping = 0.5 if method.damping is None else method.damping
     accelerate = method.anderson > 0
@@ -141,9 +140,7 @@ def _run_sweeps(method, op, likelihood, y, tau0, nu0):
         change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))  # the sweep's own
         memory = s.memory
         if accelerate:
-            sites, memory = anderson.step(memory, jnp.concatenate([s.tau, s.nu]), jnp.concatenate([tau, nu]),
-                                          project=lambda sites: sites.at[:n].max(0.0))
-            tau, nu = sites[:n], sites[n:]
+            tau, nu, memory = extrapolate_sites(memory, s.tau, s.nu, tau, nu)
         factor = op.factor(tau)
         sigma_diag, mu = marginals(op, tau, nu, factor)
         log_z = _log_marginal_at(op, likelihood, y, tau, nu, factor, sigma_diag, mu)
