@@ -151,6 +151,16 @@ def test_ep_equals_dense_ep_on_the_fitc_prior():
     np.testing.assert_allclose(post.mean, dense.mean, atol=1e-7)
 
 
+def test_ep_anderson_acceleration_reaches_the_same_fixed_point_in_fewer_sweeps():
+    """Sparse EP's damped parallel sweeps, extrapolated (the default) and plain (anderson=0): 24 against 49."""
+    sparse = gpc.Sparse(KERNEL, Z)
+    accelerated = gpc.infer(SPARSE_EP, sparse, PROBIT, X, Y)
+    plain = gpc.infer(gpc.EP(tol=SPARSE_EP.tol, anderson=0), sparse, PROBIT, X, Y)
+    assert int(accelerated.info.num_steps) <= 0.6 * int(plain.info.num_steps)
+    np.testing.assert_allclose(accelerated.log_marginal, plain.log_marginal, rtol=1e-9)
+    np.testing.assert_allclose(accelerated.mean, plain.mean, atol=1e-7)
+
+
 @pytest.mark.parametrize("method, likelihood, dense_method, variance", [
     (gpc.Laplace(), LOGISTIC, gpc.Laplace(), 5e6),
     # The dense EP oracle at DENSE_EP's tolerance stops converging above sigma_f^2 ~ 1e5: the default EP's (1e-10),
