@@ -106,6 +106,27 @@ def test_logistic_average_is_accurate_at_every_variance(var):
     np.testing.assert_allclose(got, ref, atol=1e-9, rtol=0)
 
 
+@pytest.mark.parametrize("y", [1.0, -1.0])
+def test_logistic_far_tail_moments_and_average_are_the_exponential_tilt(y):
+    """Far in the tail (y m + s^2 + 8 s <= -37, so e^(y f) < 1e-16 wherever N(f|m, s^2) has mass)
+    sigma(y f) = e^(y f) (1 + O(e^(y f))), so to rounding the tilted distribution is N(m + y s^2, s^2) with
+    log Z = y m + s^2/2, and E[sigma(f)] = e^(m + s^2/2) for y = 1.  A closed form independent of the
+    quadrature; the latent standard deviations s > 1 use the trapezoid rule over the logistic density, whose
+    nodes must reach the mass near t = y m."""
+    ym = np.array([-50.0, -52.0, -60.0, -70.0, -80.0, -80.0])
+    s = np.array([1.01, 1.43, 2.0, 3.0, 1.5, 3.5])
+    assert np.all(ym + s**2 + 8 * s <= -37)
+    mean, var, labels = y * ym, s**2, np.full(6, y)
+    lik = gpc.likelihoods.Logistic()
+    log_z, m_hat, v_hat = (np.asarray(a) for a in jit_call(lik.tilted_moments, labels, mean, var))
+    np.testing.assert_allclose(log_z, ym + 0.5 * s**2, rtol=1e-13)
+    np.testing.assert_allclose(m_hat, mean + y * s**2, rtol=1e-13)
+    np.testing.assert_allclose(v_hat, s**2, rtol=1e-11)
+    p = np.asarray(jit_call(lik.predictive_probability, mean, var))
+    expected = np.exp(ym + 0.5 * s**2) if y == 1.0 else -np.expm1(ym + 0.5 * s**2)
+    np.testing.assert_allclose(p, expected, rtol=1e-12)
+
+
 def test_probit_average_is_exact():
     means, var = np.array([-3.0, 0.0, 1.5]), np.array([0.2, 9.0, 150.0])
     got = jit_call(gpc.likelihoods.Probit().predictive_probability, means, var)

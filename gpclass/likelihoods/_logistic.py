@@ -11,9 +11,11 @@ from ._probit import log_cdf_and_mills_ratio
 # Gauss-Hermite rule (probabilists' weight exp(-z^2/2)) for small latent variance.
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(64)
 _GH_WEIGHTS = _GH_WEIGHTS / np.sqrt(2.0 * np.pi)
-# Trapezoid rule over the logistic density for large latent variance.
-_T_STEP = 0.2
-_T_NODES = np.arange(-40.0, 40.0 + _T_STEP / 2, _T_STEP)
+# Trapezoid rule over the logistic density for large latent variance, 401 nodes on [-120, 40]: the mass of
+# density(t) Phi((y mean - t) / s) lies in the density's bulk and, for y mean << 0, near t = y mean with e^t to its
+# left, so the rule covers y mean >= -80 with a truncated mass below e^-40 of the integral.
+_T_STEP = 0.4
+_T_NODES = np.arange(-120.0, 40.0 + _T_STEP / 2, _T_STEP)
 _SWITCH_STD = 1.0
 
 
@@ -60,9 +62,11 @@ class Logistic(AbstractLikelihood):
           rounding.
         * s > 1: write sigma(f) = P(T < f) with T standard logistic, so the
           average is E_T[Phi((mean - T)/s)]; the trapezoid rule in T with step
-          0.2 on [-40, 40] weighted by the logistic density converges
-          geometrically (poles of the density at +-i pi) and the truncated mass
-          is 4e-18.
+          0.4 on [-120, 40] weighted by the logistic density converges
+          geometrically (the integrand is analytic within |Im T| < 2.8: poles of
+          the density at +-i pi, zeros of Phi at |Im| = 2.82 s), and the
+          truncated mass is below e^-40 of the average for mean >= -80 (the
+          average of a mean far below 0 sits near T = mean).
         """
         mean = jnp.asarray(mean)
         std = jnp.sqrt(var)
