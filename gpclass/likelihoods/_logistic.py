@@ -13,7 +13,9 @@ _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(64)
 _GH_WEIGHTS = _GH_WEIGHTS / np.sqrt(2.0 * np.pi)
 # Trapezoid rule over the logistic density for large latent variance, 401 nodes on [-120, 40]: the mass of
 # density(t) Phi((y mean - t) / s) lies in the density's bulk and, for y mean << 0, near t = y mean with e^t to its
-# left, so the rule covers y mean >= -80 with a truncated mass below e^-40 of the integral.
+# left, so the rule covers y mean >= -80 with a truncated mass below e^-40 of the integral.  Further out (a
+# cavity that gives its label a probability below e^-80) the truncation shows: at latent std 1.5, log Z is off by
+# 5e-10 at y mean = -100 and by 0.2 at -120.  Nodes that follow y mean would fix that at 20-25 % more time.
 _T_STEP = 0.4
 _T_NODES = np.arange(-120.0, 40.0 + _T_STEP / 2, _T_STEP)
 _SWITCH_STD = 1.0
