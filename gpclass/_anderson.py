@@ -65,10 +65,10 @@ def step(memory: Memory, x: Array, g: Array, project: Callable[[Array], Array]) 
     used = jnp.arange(m) < jnp.minimum(count - 1, m)
     gamma = _least_squares(d_residual, r, used)
     candidate = project(g - gamma @ d_output)
-    ok = jnp.all(jnp.isfinite(candidate)) & jnp.any(used)
+    ok = jnp.all(jnp.isfinite(candidate)) & jnp.any(used)  # never after a restart (count = 1: nothing used)
     next_x = jnp.where(back, memory.output, jnp.where(ok, candidate, g))
     residual, output = jnp.where(back, memory.residual, r), jnp.where(back, memory.output, g)
-    return next_x, Memory(d_residual, d_output, residual, output, jnp.where(ok, count, 1), ok & ~back)
+    return next_x, Memory(d_residual, d_output, residual, output, jnp.where(ok, count, 1), ok)
 
 
 def _least_squares(rows: Array, r: Array, used: Bool[Array, " m"]) -> Array:
