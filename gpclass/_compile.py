@@ -49,6 +49,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._threads import one_blas_thread_per_call
+
 try:  # whether no transformation is tracing: where JAX accepts compiler options (pjit's own test)
     from jax._src.core import trace_state_clean as top_level
 except ImportError:  # pragma: no cover - a JAX without it: never pass options
@@ -105,7 +107,14 @@ class _Deferred:
         return self._with_options
 
     def __call__(self, *args, **kwargs):
-        return self._get()(*args, **kwargs)
+        fn = self._get()
+        if fn is self._plain:
+            return fn(*args, **kwargs)
+        with one_blas_thread_per_call() as limited:  # on machines with at most two cores (gpclass._threads)
+            out = fn(*args, **kwargs)
+            if limited:  # the limit holds until the results are computed
+                out = jax.block_until_ready(out)
+        return out
 
     def __getattr__(self, name):  # lower, trace, eval_shape, ...
         if name.startswith("__"):

@@ -1,19 +1,46 @@
-"""The number of threads of the BLAS library that runs jaxlib's CPU LAPACK kernels (Cholesky, triangular solves).
+"""The threads of the BLAS library that runs jaxlib's CPU LAPACK kernels (Cholesky factorisations, triangular solves).
 
-On the CPU, jaxlib calls LAPACK from SciPy's BLAS (OpenBLAS in SciPy's wheels),
-which starts threads of its own inside XLA's thread pool and waits for all of
-them at every step of a factorisation.  When other work keeps the cores busy
-(another process, parallel test workers, jobs sharing a machine), a waiting
-thread is descheduled for a whole time slice at each of those steps.  Measured
-on a 2-core machine beside one process factorising matrices with NumPy
-(``benchmarks/lapack_threads.py``): binary Laplace's log q and gradient at
-n = 1000 took 5.1 s with OpenBLAS's two threads and 0.37 s with one, EP's at
-n = 600 10.6 s and 0.79 s; on the quiet machine one thread made Laplace 1.3x
-slower and EP 1.2x faster.  gpclass therefore changes nothing by itself and
-offers this limit for machines whose cores are shared.
+On the CPU, jaxlib calls LAPACK from SciPy's BLAS (OpenBLAS in SciPy's
+wheels).  OpenBLAS and XLA each keep a pool of threads, one per core.  After
+a multi-threaded call OpenBLAS's worker threads keep spinning for a while
+(about 0.1 s), so the XLA work that follows a factorisation (matrix products,
+EP's site loop) shares the cores with them.  Measured on a 2-core machine
+(``benchmarks/lapack_threads.py``): after a 600 x 600 Cholesky factorisation
+ten 600 x 600 matrix products took 87 against 43 ms; with one BLAS thread
+the programs' value and gradient took, interleaved and apart by 0.3 s,
+EP n = 600 267 against 317 ms, KL n = 300 191 against 269 ms, Laplace
+n = 1000 117 against 126 ms.  When other processes keep the cores busy, a
+multi-threaded factorisation also waits for descheduled threads at every
+step (Laplace n = 1000 5.1 s against 0.37 s).
+
+So on a machine with at most two usable cores gpclass runs each call of its
+compiled programs (:func:`gpclass.infer`, :func:`gpclass.fit`, everything
+wrapped in :func:`gpclass.jit` or :func:`gpclass.filter_jit`) with one BLAS
+thread (:func:`one_blas_thread_per_call`) and restores the process's numbers
+when the call's results are ready.  With p cores one thread costs the
+factorisations up to a factor p and saves the XLA work between them a factor
+of about 2, so with more cores the threads are left alone.  Once
+:func:`limit_lapack_threads` has been called, or when ``OPENBLAS_NUM_THREADS``,
+``MKL_NUM_THREADS`` or ``OMP_NUM_THREADS`` is set, the threads are the user's
+and gpclass changes nothing.
 """
 
+import contextlib
+import functools
+import os
+import threading
+
+import jax
 import threadpoolctl
+
+_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+class _State:
+    user_control = False  # set by limit_lapack_threads
+    lock = threading.Lock()
+    depth = 0  # calls running under the limit (several Python threads may call gpclass at once)
+    limiter = None
 
 
 def limit_lapack_threads(num_threads: int | None) -> threadpoolctl.threadpool_limits:
@@ -34,12 +61,67 @@ def limit_lapack_threads(num_threads: int | None) -> threadpoolctl.threadpool_li
     Within a context manager, call ``jax.block_until_ready`` on results before
     the block ends: JAX dispatches computations asynchronously.
 
+    After the first call the BLAS threads are the caller's for the rest of the
+    process: gpclass no longer runs its calls with one thread on machines with
+    at most two cores (module docstring); ``gpc.limit_lapack_threads(None)``
+    does only that.
+
     Args:
         num_threads: the largest number of BLAS threads; ``None`` lifts the limit.
     """
     if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
                                     or num_threads < 1):
         raise ValueError(f"num_threads must be a positive integer or None; got {num_threads!r}.")
+    _load_lapack_blas()
+    _State.user_control = True
+    return threadpoolctl.threadpool_limits(limits=num_threads, user_api="blas")
+
+
+def _load_lapack_blas():
     import scipy.linalg  # noqa: F401  loads the BLAS library jaxlib's LAPACK kernels call
 
-    return threadpoolctl.threadpool_limits(limits=num_threads, user_api="blas")
+
+@functools.cache
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+@functools.cache
+def _controller() -> threadpoolctl.ThreadpoolController:
+    _load_lapack_blas()
+    return threadpoolctl.ThreadpoolController().select(user_api="blas")
+
+
+def one_blas_thread_applies() -> bool:
+    """Whether calls run with one BLAS thread: programs on the CPU, at most two usable cores, the threads not
+    the user's."""
+    return (_usable_cores() <= 2 and not _State.user_control
+            and not any(os.environ.get(name) for name in _THREAD_VARIABLES) and jax.default_backend() == "cpu")
+
+
+@contextlib.contextmanager
+def one_blas_thread_per_call():
+    """One BLAS thread inside the block where :func:`one_blas_thread_applies`, the process's numbers after it.
+
+    Yields whether it limits; if so the block must wait for its results
+    (``jax.block_until_ready``).  Nested and concurrent blocks share one
+    limit, lifted when the last one ends.
+    """
+    if not one_blas_thread_applies():
+        yield False
+        return
+    with _State.lock:
+        if _State.depth == 0:
+            _State.limiter = _controller().limit(limits=1)
+        _State.depth += 1
+    try:
+        yield True
+    finally:
+        with _State.lock:
+            _State.depth -= 1
+            if _State.depth == 0:
+                _State.limiter.restore_original_limits()
+                _State.limiter = None

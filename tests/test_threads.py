@@ -13,7 +13,10 @@ def blas_threads():
     return [c["num_threads"] for c in threadpoolctl.threadpool_info() if c["user_api"] == "blas"]
 
 
-def test_limit_as_a_block_and_as_a_call():
+def test_limit_as_a_block_and_as_a_call(monkeypatch):
+    from gpclass import _threads
+
+    monkeypatch.setattr(_threads._State, "user_control", False)  # limit_lapack_threads sets it for the process
     cholesky = jax.jit(jnp.linalg.cholesky)
     A = np.random.default_rng(0).normal(size=(300, 300))
     A = A @ A.T / 300 + np.eye(300)
@@ -36,3 +39,81 @@ def test_limit_as_a_block_and_as_a_call():
 def test_bad_thread_counts_are_errors(bad):
     with pytest.raises(ValueError, match="positive integer"):
         gpc.limit_lapack_threads(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# One BLAS thread per call on machines with at most two cores (gpclass._threads)
+
+
+def threads_seen_inside(call):
+    """The BLAS libraries' thread counts seen by a host callback while ``call(callback)`` runs."""
+    seen = []
+
+    def record(x):
+        seen.append(blas_threads())
+        return x
+
+    call(lambda x: jax.pure_callback(record, jax.ShapeDtypeStruct(x.shape, x.dtype), x))
+    assert seen
+    return seen[-1]
+
+
+def through_jit(callback):
+    jax.block_until_ready(gpc.jit(lambda x: callback(x) + 1.0)(jnp.ones(3)))
+
+
+def through_fit(callback):
+    X = np.linspace(-1.0, 1.0, 12)[:, None]
+    y = np.where(np.sin(3.0 * X[:, 0]) > 0, 1.0, -1.0)
+    gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 1.0), gpc.likelihoods.Logistic(), X, y, max_steps=2,
+            throw=False, progress=lambda info: callback(jnp.zeros(())))
+
+
+@pytest.fixture
+def two_blas_threads(monkeypatch):
+    """Two BLAS threads set directly (not through gpclass), gpclass's automatic limit in its default state."""
+    from gpclass import _threads
+
+    jax.block_until_ready(jnp.linalg.cholesky(jnp.eye(3)))  # loads SciPy's BLAS
+    monkeypatch.setattr(_threads._State, "user_control", False)
+    for name in _threads._THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        assert all(t == 2 for t in blas_threads())
+        yield _threads
+
+
+@pytest.mark.parametrize("call", [through_jit, through_fit], ids=["gpc.jit", "gpc.fit"])
+def test_calls_run_with_one_blas_thread_on_two_cores_and_restore_them(two_blas_threads, monkeypatch, call):
+    monkeypatch.setattr(two_blas_threads, "_usable_cores", lambda: 2)
+    assert all(t == 1 for t in threads_seen_inside(call))
+    assert all(t == 2 for t in blas_threads())  # restored when the call returns
+
+
+@pytest.mark.parametrize("call", [through_jit, through_fit], ids=["gpc.jit", "gpc.fit"])
+def test_blas_threads_are_left_alone_on_more_cores(two_blas_threads, monkeypatch, call):
+    monkeypatch.setattr(two_blas_threads, "_usable_cores", lambda: 4)
+    assert all(t == 2 for t in threads_seen_inside(call))
+
+
+def test_blas_threads_are_left_alone_once_the_user_sets_them(two_blas_threads, monkeypatch):
+    monkeypatch.setattr(two_blas_threads, "_usable_cores", lambda: 2)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    assert all(t == 2 for t in threads_seen_inside(through_jit))
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    with gpc.limit_lapack_threads(2):
+        assert all(t == 2 for t in threads_seen_inside(through_jit))
+    assert all(t == 2 for t in threads_seen_inside(through_jit))  # for the rest of the process
+
+
+def test_a_call_that_raises_restores_the_threads(two_blas_threads, monkeypatch):
+    monkeypatch.setattr(two_blas_threads, "_usable_cores", lambda: 2)
+
+    def fail(x):
+        raise RuntimeError("inside")
+
+    with pytest.raises(Exception, match="inside"):
+        jax.block_until_ready(gpc.jit(lambda x: jax.pure_callback(fail, jax.ShapeDtypeStruct(x.shape, x.dtype), x))(
+            jnp.ones(3)))
+    assert all(t == 2 for t in blas_threads())
+    assert two_blas_threads._State.depth == 0
