@@ -36,9 +36,11 @@ compiled on its own, so a call made while another transformation traces (an
 outer ``jit``, ``grad``, ``vmap``) uses the same function jitted without them.
 
 The library's entry points (:func:`gpclass.infer`, :func:`gpclass.fit`, ...)
-are compiled this way.  Inside a user's own ``jax.jit`` they are inlined and
-the outer program's options apply: wrap such code in :func:`gpclass.jit` (the
-same arguments as ``jax.jit``) to compile it with these options too.
+are compiled this way, and on machines with at most two cores each call runs
+with one BLAS thread (``gpclass._threads``) and waits for its results.  Inside
+a user's own ``jax.jit`` they are inlined and the outer program's options
+apply: wrap such code in :func:`gpclass.jit` (the same arguments as
+``jax.jit``) to compile it with these options too.
 """
 
 import functools

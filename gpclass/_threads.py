@@ -5,24 +5,25 @@ wheels).  OpenBLAS and XLA each keep a pool of threads, one per core.  After
 a multi-threaded call OpenBLAS's worker threads keep spinning for a while
 (about 0.1 s), so the XLA work that follows a factorisation (matrix products,
 EP's site loop) shares the cores with them.  Measured on a 2-core machine
-(``benchmarks/lapack_threads.py``): after a 600 x 600 Cholesky factorisation
-ten 600 x 600 matrix products took 87 against 43 ms; with one BLAS thread
-the programs' value and gradient took, interleaved and apart by 0.3 s,
-EP n = 600 267 against 317 ms, KL n = 300 191 against 269 ms, Laplace
-n = 1000 117 against 126 ms.  When other processes keep the cores busy, a
-multi-threaded factorisation also waits for descheduled threads at every
-step (Laplace n = 1000 5.1 s against 0.37 s).
+(``benchmarks/lapack_threads.py``, calls apart by 0.3 s): ten 600 x 600 matrix
+products took 82 ms after a 600 x 600 Cholesky factorisation and 46 ms with one
+BLAS thread (44 ms alone); value and gradient with one BLAS thread against two:
+EP n = 600 256 against 321 ms, KL n = 300 181 against 250 ms, Laplace
+n = 1000 124 against 135 ms.  When other processes keep the cores busy, a
+multi-threaded factorisation also waits for descheduled threads at every step
+(beside one NumPy process: EP n = 600 0.57 against 2.6 s).
 
 So on a machine with at most two usable cores gpclass runs each call of its
 compiled programs (:func:`gpclass.infer`, :func:`gpclass.fit`, everything
 wrapped in :func:`gpclass.jit` or :func:`gpclass.filter_jit`) with one BLAS
 thread (:func:`one_blas_thread_per_call`) and restores the process's numbers
-when the call's results are ready.  With p cores one thread costs the
+when the call's results are ready (the limit is the process's: NumPy and SciPy
+calls made meanwhile by other Python threads run with one thread too).  With p cores one thread costs the
 factorisations up to a factor p and saves the XLA work between them a factor
 of about 2, so with more cores the threads are left alone.  Once
 :func:`limit_lapack_threads` has been called, or when ``OPENBLAS_NUM_THREADS``,
-``MKL_NUM_THREADS`` or ``OMP_NUM_THREADS`` is set, the threads are the user's
-and gpclass changes nothing.
+``MKL_NUM_THREADS``, ``OMP_NUM_THREADS`` or ``BLIS_NUM_THREADS`` is set, the
+threads are the user's and gpclass changes nothing.
 """
 
 import contextlib
