@@ -42,7 +42,8 @@ def main(argv=None) -> None:
 
 def _enable_cache(args) -> None:
     if not args.no_cache:
-        print(f"compilation cache: {gpc.enable_compilation_cache(args.cache_dir)}")
+        # Every program: the fit compiles in about 1 s, JAX's default threshold for storing one.
+        print(f"compilation cache: {gpc.enable_compilation_cache(args.cache_dir, min_compile_seconds=0.0)}")
 
 
 def _parse(argv):
