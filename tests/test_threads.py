@@ -79,7 +79,8 @@ def two_blas_threads(monkeypatch):
     for name in _threads._THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        assert all(t == 2 for t in blas_threads())
+        if not all(t == 2 for t in blas_threads()):
+            pytest.skip("the BLAS libraries cannot run two threads on this machine")
         yield _threads
 
 
