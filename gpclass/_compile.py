@@ -130,7 +130,9 @@ def jit(fun=None, /, **jit_kwargs):
     Use it in place of ``jax.jit`` around code that calls gpclass, e.g.
     ``gpc.jit(jax.vmap(lambda X, y: gpc.fit(method, kernel, lik, X, y)))``:
     the same program and results, compiled faster on CPU.  Options given in
-    ``compiler_options`` are added to (and override) gpclass's.
+    ``compiler_options`` are added to (and override) gpclass's.  On a machine
+    with at most two cores a call runs with one BLAS thread and returns once
+    its results are computed (``gpclass._threads``).
     """
     if fun is None:
         return functools.partial(jit, **jit_kwargs)
@@ -142,7 +144,8 @@ def jit(fun=None, /, **jit_kwargs):
 
 
 def filter_jit(fun):
-    """``eqx.filter_jit(fun)`` (arrays traced, everything else static) with gpclass's XLA options."""
+    """``eqx.filter_jit(fun)`` (arrays traced, everything else static) with gpclass's XLA options (and, like
+    :func:`jit`, one BLAS thread per call on a machine with at most two cores)."""
     return _Deferred(lambda options: eqx.filter_jit(fun, compiler_options=options or None), fun)
 
 
