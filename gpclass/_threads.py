@@ -17,10 +17,11 @@ So on a machine with at most two usable cores gpclass runs each call of its
 compiled programs (:func:`gpclass.infer`, :func:`gpclass.fit`, everything
 wrapped in :func:`gpclass.jit` or :func:`gpclass.filter_jit`) with one BLAS
 thread (:func:`one_blas_thread_per_call`) and restores the process's numbers
-when the call's results are ready (the limit is the process's: NumPy and SciPy
-calls made meanwhile by other Python threads run with one thread too).  With p cores one thread costs the
-factorisations up to a factor p and saves the XLA work between them a factor
-of about 2, so with more cores the threads are left alone.  Once
+when the call's results are ready (the limit is the process's: NumPy and
+SciPy calls made meanwhile by other Python threads run with one thread too).
+With p cores one thread costs the factorisations up to a factor p and saves
+the XLA work between them a factor of about 2, so with more cores the threads
+are left alone.  Once
 :func:`limit_lapack_threads` has been called, or when ``OPENBLAS_NUM_THREADS``,
 ``MKL_NUM_THREADS``, ``OMP_NUM_THREADS`` or ``BLIS_NUM_THREADS`` is set, the
 threads are the user's and gpclass changes nothing.
