@@ -41,8 +41,7 @@ _THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS
 class _State:
     user_control = False  # set by limit_lapack_threads
     lock = threading.Lock()
-    depth = 0  # calls running under the limit (several Python threads may call gpclass at once)
-    limiter = None
+    owner = None  # the thread whose call holds the limit: it sets it and it restores it (see below)
 
 
 def limit_lapack_threads(num_threads: int | None) -> threadpoolctl.threadpool_limits:
@@ -109,21 +108,39 @@ def one_blas_thread_per_call():
     """One BLAS thread inside the block where :func:`one_blas_thread_applies`, the process's numbers after it.
 
     Yields whether it limits; if so the block must wait for its results
-    (``jax.block_until_ready``).  Nested and concurrent blocks share one
-    limit, lifted when the last one ends.
+    (``jax.block_until_ready``).  Calls from several Python threads share one
+    limit, set and lifted by the thread whose call came first: threadpoolctl
+    (3.8) lets only one thread at a time change OpenBLAS's threads (the first
+    that does, until it gives the claim up) and ignores the others, so a limit
+    lifted by another thread would stay.  The claim is given up afterwards.
+    A call that starts while another thread's call holds the limit runs under
+    it until that call ends.
     """
     if not one_blas_thread_applies():
         yield False
         return
     with _State.lock:
-        if _State.depth == 0:
-            _State.limiter = _controller().limit(limits=1)
-        _State.depth += 1
-    try:
+        own = _State.owner is None
+        if own:
+            _State.owner = threading.current_thread()
+    if not own:  # another thread's call (or an outer call of this thread) holds the limit
         yield True
+        return
+    try:
+        limiter = _controller().limit(limits=1)
+        try:
+            yield True
+        finally:
+            limiter.restore_original_limits()
+            _give_up_threadpoolctl_claim()
     finally:
         with _State.lock:
-            _State.depth -= 1
-            if _State.depth == 0:
-                _State.limiter.restore_original_limits()
-                _State.limiter = None
+            _State.owner = None
+
+
+def _give_up_threadpoolctl_claim():
+    """Let other threads change OpenBLAS's threads again (threadpoolctl >= 3.8; a no-op before, and when this
+    thread holds no claim)."""
+    clear = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
+    if clear is not None:
+        clear()

@@ -117,4 +117,26 @@ def test_a_call_that_raises_restores_the_threads(two_blas_threads, monkeypatch):
         jax.block_until_ready(gpc.jit(lambda x: jax.pure_callback(fail, jax.ShapeDtypeStruct(x.shape, x.dtype), x))(
             jnp.ones(3)))
     assert all(t == 2 for t in blas_threads())
-    assert two_blas_threads._State.depth == 0
+    assert two_blas_threads._State.owner is None
+
+
+def test_calls_from_several_python_threads_restore_the_threads(two_blas_threads, monkeypatch):
+    """Concurrent calls from threads other than the main one: the limit is set and lifted by one of them
+    (threadpoolctl >= 3.8 ignores a thread that did not set it), and the main thread can change the threads
+    afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(two_blas_threads, "_usable_cores", lambda: 2)
+    release = getattr(getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None)
+    if release is not None:
+        release()  # the fixture's limit claimed the threads for this thread: let the pool's threads set them
+    program = gpc.jit(lambda x: jnp.linalg.cholesky(x @ x.T + 10.0 * jnp.eye(x.shape[0])).sum())
+    x = np.random.default_rng(0).normal(size=(50, 50))
+    with ThreadPoolExecutor(4) as pool:
+        inside = list(pool.map(lambda i: threads_seen_inside(lambda cb: jax.block_until_ready(
+            program(x + i) + gpc.jit(cb)(jnp.zeros(())))), range(8)))
+    assert any(all(t == 1 for t in seen) for seen in inside)  # the limit held in some calls
+    assert all(t == 2 for t in blas_threads())
+    assert two_blas_threads._State.owner is None
+    with threadpoolctl.threadpool_limits(3, user_api="blas"):  # the main thread still sets the threads
+        assert all(t == 3 for t in blas_threads())
