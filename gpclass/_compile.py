@@ -149,7 +149,7 @@ def filter_jit(fun):
     return _Deferred(lambda options: eqx.filter_jit(fun, compiler_options=options or None), fun)
 
 
-def enable_compilation_cache(directory=None, *, min_compile_seconds: float | None = None) -> pathlib.Path:
+def enable_compilation_cache(directory=None) -> pathlib.Path:
     """Keep compiled programs on disk and reuse them in later processes (JAX's persistent compilation cache).
 
     A new process then loads a program it compiled before instead of compiling
@@ -160,9 +160,9 @@ def enable_compilation_cache(directory=None, *, min_compile_seconds: float | Non
     resets JAX's record of whether a cache is in use, so it takes effect even
     after earlier compilations.  JAX stores programs that took at least
     ``jax_persistent_cache_min_compile_time_secs`` (default 1 s) to compile;
-    ``min_compile_seconds`` sets that option (``0`` stores every program, as
-    the main job does: its fit compiles in about 1 s, so whether it was stored
-    depended on the machine's speed).  Setting the environment
+    set that option yourself to store faster ones (a fit's program takes about
+    1 s, so whether it is stored can depend on the machine's speed; the main
+    job sets it to 0 for its own run).  Setting the environment
     variable ``JAX_COMPILATION_CACHE_DIR`` before starting Python does the
     same as this call.
 
@@ -174,19 +174,12 @@ def enable_compilation_cache(directory=None, *, min_compile_seconds: float | Non
         directory: where to keep the programs; ``None`` means
             ``$XDG_CACHE_HOME/gpclass/xla`` (``~/.cache/gpclass/xla``).
             Treat it as trusted: JAX runs what it loads from there.
-        min_compile_seconds: store only programs that took at least this long
-            to compile (JAX's ``jax_persistent_cache_min_compile_time_secs``,
-            for the process); ``None`` leaves JAX's setting as it is.
 
     Returns:
         The cache directory (created if missing).
     """
     from jax.experimental.compilation_cache import compilation_cache
 
-    if min_compile_seconds is not None:
-        if isinstance(min_compile_seconds, bool) or not float(min_compile_seconds) >= 0.0:
-            raise ValueError(f"min_compile_seconds must be a number >= 0 or None; got {min_compile_seconds!r}.")
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
     if directory is None:
         directory = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "gpclass" / "xla"
     directory = pathlib.Path(directory).expanduser().resolve()
