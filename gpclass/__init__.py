@@ -12,6 +12,7 @@ from . import datasets, kernels, likelihoods, metrics, plot, priors, samplers
 from ._bound import variational_bound
 from ._compile import compiler_options, enable_compilation_cache, filter_jit, jit
 from ._em_ep import EMEPResult, fit_em_ep
+from ._exceptions import GPClassError
 from ._fit import FitResult, fit
 from ._inference import (
     AIS,
@@ -53,6 +54,7 @@ __all__ = [
     "EMEPResult",
     "EP",
     "FitResult",
+    "GPClassError",
     "GaussianPosterior",
     "JaakkolaJordan",
     "JaakkolaJordanUpper",

@@ -19,6 +19,7 @@ from jax import lax
 
 from . import _dense as dense
 from ._errors import entry_point
+from ._exceptions import GPClassError
 from ._inference import GaussianPosterior
 from ._types import Array, Float
 from ._validation import check_binary_labels
@@ -69,7 +70,7 @@ def variational_bound(
     Gram matrices (add a ``White`` term if it does not), or F is -inf/NaN.
     """
     if not isinstance(posterior, GaussianPosterior):
-        raise ValueError(f"variational_bound needs a dense GaussianPosterior; got {type(posterior).__name__}.")
+        raise GPClassError(f"variational_bound needs a dense GaussianPosterior; got {type(posterior).__name__}.")
     kernel = posterior.kernel if kernel is None else kernel
     likelihood = posterior.likelihood if likelihood is None else likelihood
     X = posterior.X

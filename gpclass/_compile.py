@@ -51,6 +51,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._exceptions import as_gpclass_error
 from ._threads import one_blas_thread_per_call
 
 try:  # whether no transformation is tracing: where JAX accepts compiler options (pjit's own test)
@@ -112,10 +113,16 @@ class _Deferred:
         fn = self._get()
         if fn is self._plain:
             return fn(*args, **kwargs)
-        with one_blas_thread_per_call() as limited:  # on machines with at most two cores (gpclass._threads)
-            out = fn(*args, **kwargs)
-            if limited:  # the limit holds until the results are computed
-                out = jax.block_until_ready(out)
+        try:
+            with one_blas_thread_per_call() as limited:  # on machines with at most two cores (gpclass._threads)
+                out = fn(*args, **kwargs)
+                if limited:  # the limit holds until the results are computed
+                    out = jax.block_until_ready(out)
+        except Exception as e:  # a failed gpclass check, reported by JAX with its message buried: raise it plainly
+            error = as_gpclass_error(e)
+            if error is None or error is e:
+                raise
+            raise error from None
         return out
 
     def __getattr__(self, name):  # lower, trace, eval_shape, ...
@@ -129,7 +136,9 @@ def jit(fun=None, /, **jit_kwargs):
 
     Use it in place of ``jax.jit`` around code that calls gpclass, e.g.
     ``gpc.jit(jax.vmap(lambda X, y: gpc.fit(method, kernel, lik, X, y)))``:
-    the same program and results, compiled faster on CPU.  Options given in
+    the same program and results, compiled faster on CPU, and a failed
+    gpclass check raises a :class:`gpclass.GPClassError` with its message
+    (``jax.jit`` reports it as JAX's ``JaxRuntimeError``).  Options given in
     ``compiler_options`` are added to (and override) gpclass's.  On a machine
     with at most two cores a call runs with one BLAS thread and returns once
     its results are computed (``gpclass._threads``).
@@ -143,10 +152,18 @@ def jit(fun=None, /, **jit_kwargs):
     return _Deferred(make, fun)
 
 
-def filter_jit(fun):
+def filter_jit(fun=None, /, *, compiler_options: dict | None = None):
     """``eqx.filter_jit(fun)`` (arrays traced, everything else static) with gpclass's XLA options (and, like
-    :func:`jit`, one BLAS thread per call on a machine with at most two cores)."""
-    return _Deferred(lambda options: eqx.filter_jit(fun, compiler_options=options or None), fun)
+    :func:`jit`, one BLAS thread per call on a machine with at most two cores); ``compiler_options`` are
+    added to (and override) gpclass's.  A failed gpclass check raises a :class:`gpclass.GPClassError`."""
+    if fun is None:
+        return functools.partial(filter_jit, compiler_options=compiler_options)
+    own = compiler_options or {}
+
+    def make(options):
+        return eqx.filter_jit(fun, compiler_options=None if options is None else {**options, **own} or None)
+
+    return _Deferred(make, fun)
 
 
 def enable_compilation_cache(directory=None) -> pathlib.Path:

@@ -12,6 +12,7 @@ A problem with the file is a :class:`DataError` naming the column and line;
 """
 
 import csv
+import importlib.util
 import json
 import math
 import os
@@ -89,6 +90,46 @@ def check_arguments(args, parser) -> None:
         parser.error(f"--folds must be at least 2, got {args.folds}")
     if args.method == "jj" and args.likelihood != "logistic":
         parser.error("--method jj (the Jaakkola-Jordan bound) needs --likelihood logistic")
+    problem = output_path_problem(args)
+    if problem:
+        parser.error(problem)
+
+
+# What matplotlib's savefig writes without extra packages, by file extension.
+_PLOT_FORMATS = ("eps", "jpeg", "jpg", "pdf", "pgf", "png", "ps", "raw", "rgba", "svg", "svgz", "tif", "tiff", "webp")
+
+
+def output_path_problem(args) -> str | None:
+    """Why ``--report`` or ``--plot`` cannot be written, checked before any fitting; None if both can.
+
+    An output may not be the input file (the job would overwrite the data with
+    its report) or the other output; its directory must exist and be
+    writable, and it may not be a directory; a plot's extension must name a
+    format matplotlib writes, and matplotlib must be installed.
+    """
+    outputs = [(option, path) for option, path in (("--report", args.report), ("--plot", args.plot)) if path]
+    data = os.path.realpath(args.csv)
+    for option, path in outputs:
+        where = os.path.realpath(path)
+        if where == data:
+            return f"{option} {path} is the input file --csv {args.csv}: it would be overwritten; choose another file"
+        if os.path.isdir(where):
+            return f"{option} {path} is a directory; give a file name"
+        directory = os.path.dirname(where)
+        if not os.path.isdir(directory):
+            return f"{option} {path}: the directory {directory} does not exist"
+        if not os.access(directory, os.W_OK) or (os.path.exists(where) and not os.access(where, os.W_OK)):
+            return f"{option} {path}: not writable"
+    if len(outputs) == 2 and os.path.realpath(args.report) == os.path.realpath(args.plot):
+        return f"--report and --plot name the same file {args.report}"
+    if args.plot:
+        extension = os.path.splitext(args.plot)[1].lower().lstrip(".")
+        if extension not in _PLOT_FORMATS:
+            return (f"--plot {args.plot}: the file extension must name an image format ({', '.join(_PLOT_FORMATS)}); "
+                    "e.g. --plot reliability.png")
+        if importlib.util.find_spec("matplotlib") is None:
+            return "--plot needs matplotlib (pip install matplotlib)"
+    return None
 
 
 def main(args, enable_cache) -> None:

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jax import lax
 
+from ._exceptions import GPClassError
 from ._types import Array, Float
 
 
@@ -75,7 +76,7 @@ def _solve(A, b):
 
 def _check_matrix(A, name):
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{name} must be a square matrix; got shape {A.shape} (batch with jax.vmap).")
+        raise GPClassError(f"{name} must be a square matrix; got shape {A.shape} (batch with jax.vmap).")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from jax import lax
 
 from ._bound import expected_log_prior, posterior_covariance, variational_bound
 from ._errors import entry_point
+from ._exceptions import GPClassError
 from ._fit import parameter_transforms
 from ._inference import EP, GaussianPosterior
 from ._inference._infer import solve_posterior
@@ -35,7 +36,7 @@ from ._iterate import all_finite, iterate, tolerance
 from ._progress import Progress, as_progress, due, every_for, report
 from ._status import Status, raise_unless_successful
 from ._types import Array, Bool, Float, Int
-from ._validation import Checks, check_binary_labels, check_inputs
+from ._validation import Checks, check_binary_labels, check_inputs, require_setting
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood, LabelNoise
 
@@ -117,11 +118,15 @@ def fit_em_ep(
         throw: raise (as :func:`gpclass.fit`) unless the status is ``CONVERGED``;
             by default it is only reported in ``EMEPResult.status``.
     """
+    for name, value in (("max_steps", max_steps), ("m_step_max_steps", m_step_max_steps)):
+        require_setting("fit_em_ep", name, value, low=1, low_open=False, integer=True)
+    require_setting("fit_em_ep", "tol", tol, optional=True)
+    require_setting("fit_em_ep", "m_step_gtol", m_step_gtol, optional=True)
     progress = as_progress(True if verbose and progress is None else progress)
     if not isinstance(method, EP):
-        raise ValueError(f"fit_em_ep: the E-step is expectation propagation (gpc.EP(...)); got {type(method).__name__}.")
+        raise GPClassError(f"fit_em_ep: the E-step is expectation propagation (gpc.EP(...)); got {type(method).__name__}.")
     if not isinstance(kernel, AbstractKernel):
-        raise ValueError(f"fit_em_ep needs a kernel (its M-step uses the dense Gram matrix); got {type(kernel).__name__}"
+        raise GPClassError(f"fit_em_ep needs a kernel (its M-step uses the dense Gram matrix); got {type(kernel).__name__}"
                          " (a sparse prior is not supported by EM-EP yet).")
     checks = Checks()
     X = check_inputs(X, checks=checks)
@@ -129,13 +134,13 @@ def fit_em_ep(
     tol = tolerance(tol, X.dtype, 1e-7, 1e-4)
     m_step_gtol = tolerance(m_step_gtol, X.dtype, 1e-6, 1e-2)
     if adapt_epsilon and not isinstance(likelihood, LabelNoise):
-        raise ValueError(
+        raise GPClassError(
             "fit_em_ep(adapt_epsilon=True) needs a LabelNoise likelihood, e.g. "
             "gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon=0.01); pass adapt_epsilon=False otherwise."
         )
     params, static = eqx.partition(kernel, eqx.is_inexact_array)
     if not jax.tree.leaves(params):
-        raise ValueError("fit_em_ep: the kernel has no floating-point parameters to fit.")
+        raise GPClassError("fit_em_ep: the kernel has no floating-point parameters to fit.")
     to_free, from_free = parameter_transforms(params, kernel)
 
     def build(log_params):

@@ -8,8 +8,8 @@ persistent compilation cache does not store a program with a host callback.
 An entry point (:func:`entry_point`: ``gpc.infer``, ``gpc.fit``,
 ``gpc.predict``, ...) called with no transformation active therefore compiles
 a program that *returns* each check's outcome (the index of the failed
-message, or -1) instead of raising it, and raises the same
-``eqx.EquinoxRuntimeError`` with the same message in Python after the call.
+message, or -1) instead of raising it, and raises that message in Python
+after the call, as a :class:`gpclass.GPClassError` (``_exceptions``).
 That program has no callback and can be cached; an entry point called at the
 top level of another's trace (``predict`` calls ``predict_latent``) returns
 its checks with the caller's.  A check made anywhere else
@@ -21,6 +21,7 @@ returned, which the identity of JAX's current trace decides.
 
 import contextvars
 import functools
+import inspect
 from typing import NamedTuple
 
 import equinox as eqx
@@ -29,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._compile import filter_jit, top_level
+from ._exceptions import GPClassError, register_messages
 
 try:  # the trace that is recording operations now (a jit's, a vmap's, a loop body's)
     from jax._src.core import trace_ctx as _trace_ctx
@@ -63,6 +65,7 @@ def branched_error_if(x, pred, index, messages):
     At the top level of an entry point's own trace the check is returned by
     the entry point and raised in Python instead (see the module docstring).
     """
+    register_messages(messages)
     returned = _returning_here()
     if returned is not None:
         returned.codes.append(jnp.where(pred, index, -1).astype(jnp.int32))
@@ -95,8 +98,11 @@ def entry_point(fun):
             _RETURNED.reset(token)
         return out, returned.codes, tuple(returned.messages)  # the messages are static: returned as they are
 
+    signature = inspect.signature(fun)
+
     @functools.wraps(fun)
     def call(*args, **kwargs):
+        refuse_non_numeric(fun.__name__, signature, args, kwargs)
         if _returning_here() is not None:
             return fun(*args, **kwargs)  # called by an entry point that returns its checks: these are returned too
         if not top_level():
@@ -104,8 +110,23 @@ def entry_point(fun):
         out, codes, messages = returning_checks(*args, **kwargs)
         for code, options in zip(np.asarray(jax.device_get(codes), dtype=int).reshape(-1), messages):
             if code >= 0:
-                raise eqx.EquinoxRuntimeError(options[code])
+                raise GPClassError(options[code])
         return out
 
     call.lower = lambda *args, **kwargs: returning_checks.lower(*args, **kwargs)  # the program a call compiles
     return call
+
+
+def refuse_non_numeric(name: str, signature: inspect.Signature, args, kwargs) -> None:
+    """A ``ValueError`` naming the argument if one is an array of strings or Python objects (a NumPy array of
+    dtype object, str or bytes, e.g. a column read as text), which no compiled program can take."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return  # the call itself reports a wrong signature
+    for arg_name, value in bound.arguments.items():
+        for leaf in jax.tree.leaves(value):
+            if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "OSUV":
+                raise GPClassError(f"{name}: {arg_name} is an array of dtype {leaf.dtype} (strings or Python objects); "
+                                 f"it must hold numbers (convert it, e.g. with np.asarray({arg_name}, dtype=float), "
+                                 "or encode the classes as integers).")

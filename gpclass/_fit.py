@@ -53,6 +53,7 @@ from jax import lax
 from . import _box as box
 from ._box_lbfgs import BoxLBFGS
 from ._errors import entry_point
+from ._exceptions import GPClassError
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import apply_mask, prior_covariance, solve
 from ._iterate import tolerance
@@ -60,7 +61,7 @@ from ._progress import Progress, as_progress, due, every_for, report
 from ._sparse import Sparse
 from ._status import Status, raise_unless_successful, successful
 from ._types import Array, Float, Int
-from ._validation import Checks, check_inputs, check_two_classes
+from ._validation import Checks, check_inputs, check_two_classes, require_setting
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood
 from .likelihoods._masked import Masked
@@ -182,9 +183,14 @@ def fit(
     compilation.
     """
     method.check_ml2()
+    require_setting("fit", "max_steps", max_steps, low=1, low_open=False, integer=True)
+    require_setting("fit", "gtol", gtol, optional=True)
+    require_setting("fit", "ftol", ftol, optional=True)
     progress = as_progress(True if verbose and progress is None else progress)
     checks = Checks()
     X = check_inputs(X, checks=checks)
+    kernel.parameter_checks(checks)
+    likelihood.parameter_checks(checks)
     y, _ = apply_mask(method, likelihood, likelihood.check_labels(y, X.shape[0], X.dtype, checks), mask, checks)
     y = check_two_classes(y, checks)
     dtype = X.dtype
@@ -193,7 +199,7 @@ def fit(
         ftol = 4 * float(jnp.finfo(dtype).eps)
     params, static = eqx.partition((kernel, likelihood), eqx.is_inexact_array)
     if not jax.tree.leaves(params):
-        raise ValueError("fit: the kernel and likelihood have no floating-point parameters to fit.")
+        raise GPClassError("fit: the kernel and likelihood have no floating-point parameters to fit.")
     if isinstance(kernel, Sparse):
         kernel.check_inputs(X)
     to_free, from_free = parameter_transforms(params, (kernel, likelihood))
@@ -381,7 +387,7 @@ def _box(params, tree, bounds, dtype):
 def _log_bounds(bounds):
     lower, upper = bounds
     if not (0.0 < lower < upper < math.inf):
-        raise ValueError(f"fit: bounds must be (lower, upper) with 0 < lower < upper < inf; got {bounds}.")
+        raise GPClassError(f"fit: bounds must be (lower, upper) with 0 < lower < upper < inf; got {bounds}.")
     return math.log(lower), math.log(upper)
 
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from ._status import solver_status
+from ._status import Status, solver_status
 from ._types import Array, Bool, Int
 
 
@@ -41,12 +41,14 @@ def iterate(
     *,
     max_steps: int,
     finite: Callable[[Any], Bool[Array, ""]],
+    stall_status: Callable[[Any], Int[Array, ""]] | None = None,
 ) -> Solution:
     """Apply ``step`` until ``terminate`` reports convergence or a stall, or ``max_steps`` steps were taken.
 
     Status: ``CONVERGED`` if the last step's test passed, ``MAX_STEPS`` if the
     limit ended the loop, ``STALLED`` if ``terminate`` reported a stall, and
-    ``FAILED`` whenever ``finite`` of the final state is false.
+    ``FAILED`` whenever ``finite`` of the final state is false.  ``stall_status(state)``, if given, names the
+    reason for a stall instead (e.g. ``IMPRECISE``).
     """
 
     def body(carry: _Carry) -> _Carry:
@@ -57,7 +59,10 @@ def iterate(
 
     start = _Carry(state, jnp.asarray(0), jnp.asarray(False), jnp.asarray(max_steps > 0))
     end = lax.while_loop(lambda carry: carry.running, body, start)
-    return Solution(end.state, end.num_steps, solver_status(end.converged, end.num_steps, max_steps, finite(end.state)))
+    status = solver_status(end.converged, end.num_steps, max_steps, finite(end.state))
+    if stall_status is not None:
+        status = jnp.where(status == Status.STALLED, stall_status(end.state), status).astype(status.dtype)
+    return Solution(end.state, end.num_steps, status)
 
 
 def tolerance(given: float | None, dtype, float64: float, float32: float) -> float:

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 
 from . import _dense as dense
 from ._errors import entry_point
+from ._exceptions import GPClassError
 from ._inference import GaussianPosterior, SamplePosterior, SoftmaxPosterior, SparsePosterior, SparseSoftmaxPosterior
 from ._linalg import latent_variance_reduction
 from ._svgp import SVGP
@@ -130,7 +131,7 @@ def _check_test_inputs(posterior, X_test):
     X_test = check_inputs(X_test, "X_test", allow_empty=True)
     d = (posterior.inducing if isinstance(posterior, SVGP) else posterior.X).shape[1]
     if X_test.shape[1] != d:
-        raise ValueError(f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {d}.")
+        raise GPClassError(f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {d}.")
     return X_test
 
 
@@ -190,7 +191,7 @@ def predict(
         elif approximation == "mackay":
             p = mackay_probability(means, var)
         else:
-            raise ValueError(f"approximation must be None or 'mackay'; got {approximation!r}.")
+            raise GPClassError(f"approximation must be None or 'mackay'; got {approximation!r}.")
         return weights @ p
     mean, var = predict_latent(posterior, X_test)
     if isinstance(posterior, (SoftmaxPosterior, SparseSoftmaxPosterior)) or (
@@ -199,7 +200,7 @@ def predict(
         likelihood = posterior.likelihood
         if approximation in (None, "monte_carlo"):
             if key is None:
-                raise ValueError(
+                raise GPClassError(
                     "multi-class predictions average the softmax over the latent Gaussian by Monte Carlo "
                     "(GPML Algorithm 3.4), which needs an explicit key=jax.random.key(...); "
                     "or pass approximation='mean_field' for a deterministic approximation."
@@ -207,9 +208,9 @@ def predict(
             return likelihood.monte_carlo_probability(mean, var, key, num_samples)
         if approximation == "mean_field":
             return likelihood.mean_field_probability(mean, var)
-        raise ValueError(f"approximation must be None, 'monte_carlo' or 'mean_field'; got {approximation!r}.")
+        raise GPClassError(f"approximation must be None, 'monte_carlo' or 'mean_field'; got {approximation!r}.")
     if approximation is None:
         return posterior.likelihood.predictive_probability(mean, var)
     if approximation == "mackay":
         return mackay_probability(mean, var)
-    raise ValueError(f"approximation must be None or 'mackay'; got {approximation!r}.")
+    raise GPClassError(f"approximation must be None or 'mackay'; got {approximation!r}.")

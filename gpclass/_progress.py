@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._exceptions import GPClassError
 from ._status import Status
 
 DEFAULT_SECONDS = 0.5
@@ -63,7 +64,7 @@ class Progress:
     def __init__(self, callback: Callable[[dict], None] | None = None, *, every: int | None = None,
                  seconds: float | None = None, file=None):
         if every is not None and (int(every) != every or every < 1):
-            raise ValueError(f"Progress(every=...) must be a positive integer; got {every!r}.")
+            raise GPClassError(f"Progress(every=...) must be a positive integer; got {every!r}.")
         self.callback = callback
         self.every = None if every is None else int(every)
         self.seconds = (DEFAULT_SECONDS if callback is None else 0.0) if seconds is None else float(seconds)

@@ -15,6 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from ._compile import jit
+from ._exceptions import GPClassError
 
 try:  # JAX >= 0.7
     from jax import shard_map as _shard_map
@@ -85,8 +86,10 @@ def sharded_vmap(fun, *, devices=None, batch_size: int | None = None):
             setup["count"] = len(chosen)
         sizes = {jnp.shape(leaf)[0] if jnp.ndim(leaf) else None for leaf in jax.tree.leaves(args)}
         if len(sizes) != 1 or None in sizes:
-            raise ValueError(f"sharded_vmap: every array argument needs the same leading (problem) axis; got {sizes}.")
+            raise GPClassError(f"sharded_vmap: every array argument needs the same leading (problem) axis; got {sizes}.")
         size = sizes.pop()
+        if size == 0:
+            raise GPClassError("sharded_vmap: the problem axis has length 0; there are no problems to solve.")
         per_device = -(-size // setup["count"])
         chunk = block_size(per_device)
         padded = setup["count"] * chunk * -(-per_device // chunk)

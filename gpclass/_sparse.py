@@ -27,8 +27,9 @@ import jax.numpy as jnp
 
 from . import _dense as dense
 from ._compile import jit
+from ._exceptions import GPClassError
 from ._types import Array, Float
-from ._validation import Checks
+from ._validation import Checks, as_float, require_setting
 from .kernels import AbstractKernel, PerClass
 
 _APPROXIMATIONS = {"fitc": 1.0, "vfe": 0.0}
@@ -57,7 +58,7 @@ class Sparse(eqx.Module):
     """
 
     kernel: AbstractKernel
-    inducing: Float[Array, "m d"] = eqx.field(converter=jnp.asarray)
+    inducing: Float[Array, "m d"] = eqx.field(converter=as_float)
     approximation: str | float = eqx.field(static=True, default="fitc")
     jitter: float = eqx.field(static=True, default=1e-6)
     fit_inducing: bool = eqx.field(static=True, default=True)
@@ -66,16 +67,18 @@ class Sparse(eqx.Module):
 
     def __check_init__(self):
         if isinstance(self.kernel, PerClass):
-            raise ValueError("Sparse: the classes share one kernel under a sparse prior; a PerClass kernel is not "
+            raise GPClassError("Sparse: the classes share one kernel under a sparse prior; a PerClass kernel is not "
                              "supported (pass the kernel itself).")
         if self.inducing.ndim != 2:
-            raise ValueError(f"Sparse: the inducing inputs must have shape (m, d); got {self.inducing.shape}.")
+            raise GPClassError(f"Sparse: the inducing inputs must have shape (m, d); got {self.inducing.shape}.")
         if isinstance(self.approximation, str):
             if self.approximation not in _APPROXIMATIONS:
-                raise ValueError(f"Sparse: approximation must be 'fitc', 'vfe' or a power in [0, 1]; "
+                raise GPClassError(f"Sparse: approximation must be 'fitc', 'vfe' or a power in [0, 1]; "
                                  f"got {self.approximation!r}.")
-        elif not 0.0 <= self.approximation <= 1.0:
-            raise ValueError(f"Sparse: the power s must lie in [0, 1]; got {self.approximation}.")
+        else:
+            require_setting("Sparse", "the power s (approximation)", self.approximation, low_open=False, high=1.0,
+                            high_open=False)
+        require_setting("Sparse", "jitter", self.jitter, low_open=False)
 
     @property
     def power(self) -> float:
@@ -95,9 +98,9 @@ class Sparse(eqx.Module):
         """Static checks: Z's width is X's, and there are no more inducing inputs than cases."""
         m, d = self.inducing.shape
         if d != X.shape[1]:
-            raise ValueError(f"Sparse: the inducing inputs have {d} dimensions but X has {X.shape[1]}.")
+            raise GPClassError(f"Sparse: the inducing inputs have {d} dimensions but X has {X.shape[1]}.")
         if m > X.shape[0]:
-            raise ValueError(f"Sparse: {m} inducing inputs for {X.shape[0]} cases; use at most as many as cases "
+            raise GPClassError(f"Sparse: {m} inducing inputs for {X.shape[0]} cases; use at most as many as cases "
                              "(or the dense kernel).")
 
     def covariance(self, X: Float[Array, "n d"]) -> "LowRankCovariance":
@@ -141,6 +144,13 @@ class LowRankCovariance(eqx.Module):
     def mv(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
         """K~ x."""
         return self.Phi @ (x @ self.Phi) + self.power * self.g * x
+
+    def abs_mv(self, x: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+        """|Phi| (|Phi|^T x) + s g x for x >= 0: a bound on |K~| x, the rounding scale of K~ x (columns of x
+        separately)."""
+        A = jnp.abs(self.Phi)
+        g = self.power * self.g
+        return A @ (A.T @ x) + (g if x.ndim == 1 else g[:, None]) * x
 
     def diagonal(self) -> Float[Array, " n"]:
         return jnp.sum(self.Phi**2, axis=1) + self.power * self.g
@@ -247,7 +257,7 @@ def kmeans_plus_plus(X: Float[Array, "n d"], num: int, key: Array) -> Float[Arra
     """``num`` distinct rows of X by k-means++ seeding: each next row drawn with probability ~ squared distance."""
     n = X.shape[0]
     if not 0 < num <= n:
-        raise ValueError(f"k-means++: need 0 < num_inducing <= n = {n}; got {num}.")
+        raise GPClassError(f"k-means++: need 0 < num_inducing <= n = {n}; got {num}.")
     keys = jax.random.split(key, num)
     first = jax.random.randint(keys[0], (), 0, n)
     chosen = jnp.zeros(num, dtype=first.dtype).at[0].set(first)

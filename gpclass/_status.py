@@ -29,6 +29,7 @@ class Status(enum.IntEnum):
     STALLED = 2
     MAX_STEPS = 3
     FAILED = 4
+    IMPRECISE = 5
 
     @property
     def message(self) -> str:
@@ -57,6 +58,13 @@ _MESSAGES = {
     Status.FAILED: (
         "failed: a value is not finite (a fit: the inner solver did not converge at the starting hyperparameters, "
         "or the objective or its gradient is not finite there)."
+    ),
+    Status.IMPRECISE: (
+        "imprecise: the iterations stopped moving, but the solution does not satisfy its own equation to the "
+        "tolerance in this floating-point precision (for Laplace, the residual f - K grad log p(y|f), which is the "
+        "error of the predictive mean at the training inputs); the problem is too ill-conditioned for this "
+        "precision: typically float32 with a large signal variance or long length scales. Compute in float64 "
+        "(jax_enable_x64), or standardise the inputs and start from moderate hyperparameters."
     ),
 }
 

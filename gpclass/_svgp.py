@@ -44,7 +44,9 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from . import _dense as dense
+from ._exceptions import GPClassError
 from ._types import Array, Float
+from ._validation import as_float, require_setting
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood, Softmax
 
@@ -76,9 +78,9 @@ class SVGP(eqx.Module):
 
     kernel: AbstractKernel
     likelihood: AbstractLikelihood | Softmax
-    inducing: Float[Array, "m d"] = eqx.field(converter=jnp.asarray)
-    q_mu: Float[Array, " m"] | Float[Array, "m C"] = eqx.field(converter=jnp.asarray)
-    q_sqrt: Float[Array, "m m"] | Float[Array, "C m m"] = eqx.field(converter=jnp.asarray)
+    inducing: Float[Array, "m d"] = eqx.field(converter=as_float)
+    q_mu: Float[Array, " m"] | Float[Array, "m C"] = eqx.field(converter=as_float)
+    q_sqrt: Float[Array, "m m"] | Float[Array, "C m m"] = eqx.field(converter=as_float)
     jitter: float = eqx.field(static=True, default=1e-6)
     estimator: str = eqx.field(static=True, default="monte_carlo")
     num_samples: int = eqx.field(static=True, default=16)
@@ -86,22 +88,22 @@ class SVGP(eqx.Module):
     def __check_init__(self):
         m, C = self.inducing.shape[0], self.num_latent
         if C > 1 and not isinstance(self.likelihood, Softmax):
-            raise ValueError("SVGP supports binary likelihoods and gpc.likelihoods.Softmax(C).")
+            raise GPClassError("SVGP supports binary likelihoods and gpc.likelihoods.Softmax(C).")
         if C == 1 and (self.inducing.ndim != 2 or self.q_mu.shape != (m,) or self.q_sqrt.shape != (m, m)):
-            raise ValueError(
+            raise GPClassError(
                 f"SVGP needs inducing of shape (m, d), q_mu of shape (m,) and q_sqrt of shape (m, m); got "
                 f"{self.inducing.shape}, {self.q_mu.shape} and {self.q_sqrt.shape}."
             )
         if C > 1 and (self.inducing.ndim != 2 or self.q_mu.shape != (m, C) or self.q_sqrt.shape != (C, m, m)):
-            raise ValueError(
+            raise GPClassError(
                 f"SVGP with Softmax({C}) needs inducing of shape (m, d), q_mu of shape (m, C) = ({m}, {C}) and "
                 f"q_sqrt of shape (C, m, m) = ({C}, {m}, {m}); got {self.inducing.shape}, {self.q_mu.shape} and "
                 f"{self.q_sqrt.shape}."
             )
         if self.estimator not in _ESTIMATORS:
-            raise ValueError(f"estimator must be one of {_ESTIMATORS}; got {self.estimator!r}.")
-        if not isinstance(self.num_samples, int) or self.num_samples < 1:
-            raise ValueError(f"num_samples must be a positive integer; got {self.num_samples!r}.")
+            raise GPClassError(f"estimator must be one of {_ESTIMATORS}; got {self.estimator!r}.")
+        require_setting("SVGP", "num_samples", self.num_samples, low=1, low_open=False, integer=True)
+        require_setting("SVGP", "jitter", self.jitter, low_open=False)
 
     @property
     def num_latent(self) -> int:
@@ -173,7 +175,7 @@ class SVGP(eqx.Module):
         if self.estimator == "jensen":
             return None
         if key is None:
-            raise ValueError(
+            raise GPClassError(
                 "the softmax SVGP's ELBO is estimated by Monte Carlo (estimator='monte_carlo'), which needs an "
                 "explicit key=jax.random.key(...); or build the model with estimator='jensen' for a deterministic "
                 "lower bound."
@@ -188,7 +190,7 @@ def standard_normal_per_case(key, b: int, shape, dtype) -> Float[Array, "b ..."]
     if key.ndim == (0 if typed else 1):
         key = jax.random.split(key, b)
     elif key.shape[0] != b:
-        raise ValueError(f"key: one key, or one per case ({b}); got {key.shape[0]} keys.")
+        raise GPClassError(f"key: one key, or one per case ({b}); got {key.shape[0]} keys.")
     return jax.vmap(lambda k: jax.random.normal(k, shape, dtype))(key)
 
 

@@ -11,11 +11,13 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import _svgp
 from ._compile import filter_jit
+from ._exceptions import GPClassError
 from ._fit import parameter_transforms
 from ._progress import Progress, as_progress, every_for
 from ._status import Status
 from ._svgp import SVGP
 from ._types import Array, Float, Int
+from ._validation import require_setting
 
 
 class SVGPFit(eqx.Module):
@@ -87,6 +89,8 @@ def fit_svgp(
             The loop runs in Python, so this is a plain call, no callback in
             the compiled step.
     """
+    require_setting("fit_svgp", "num_steps", num_steps, low=1, low_open=False, integer=True)
+    require_setting("fit_svgp", "print_every", print_every, low=1, low_open=False, integer=True, optional=True)
     X, y = _check_data(model, X, y)
     settings = (model.jitter, model.estimator, model.num_samples)
     # Step i's samples come from fold_in(sample_key, i): a stream apart from the epochs' fold_in(key, epoch).
@@ -96,16 +100,16 @@ def fit_svgp(
     n = len(y)
     batch = n if batch_size is None else int(batch_size)
     if not 1 <= batch <= n:
-        raise ValueError(f"batch_size must lie in 1..{n} (the number of cases); got {batch_size}.")
+        raise GPClassError(f"batch_size must lie in 1..{n} (the number of cases); got {batch_size}.")
     optimizer = _DEFAULT_OPTIMIZER if optimizer is None else optimizer
     params, static = eqx.partition((model.kernel, model.likelihood), eqx.is_inexact_array)
     to_free, _ = parameter_transforms(params, (model.kernel, model.likelihood))
     trainable = dict(theta=to_free(params), inducing=model.inducing, q_mu=model.q_mu, q_sqrt=model.q_sqrt)
     natural = natural_gradient_step is not None
     if natural and not 0.0 < natural_gradient_step <= 1.0:
-        raise ValueError(f"natural_gradient_step must lie in (0, 1]; got {natural_gradient_step}.")
+        raise GPClassError(f"natural_gradient_step must lie in (0, 1]; got {natural_gradient_step}.")
     if natural and not model.likelihood.log_concave:
-        raise ValueError(
+        raise GPClassError(
             "natural-gradient steps need a log-concave likelihood (the new covariance could be indefinite)."
         )
     frozen = (
@@ -121,7 +125,7 @@ def fit_svgp(
     if devices is not None:
         devices = list(devices)
         if batch % len(devices):
-            raise ValueError(f"batch_size ({batch}) must be a multiple of the number of devices ({len(devices)}).")
+            raise GPClassError(f"batch_size ({batch}) must be a multiple of the number of devices ({len(devices)}).")
         mesh = Mesh(np.asarray(devices), ("cases",))
         trainable, opt_state, sample_key = jax.device_put((trainable, opt_state, sample_key),
                                                           NamedSharding(mesh, PartitionSpec()))
@@ -205,28 +209,28 @@ def _check_data(model, X, y):
     X = np.asarray(X, dtype=np.asarray(model.inducing).dtype)
     y = np.asarray(y)
     if X.ndim != 2 or X.shape[0] == 0:
-        raise ValueError(f"X must have shape (n, d) with n >= 1; got shape {X.shape}.")
+        raise GPClassError(f"X must have shape (n, d) with n >= 1; got shape {X.shape}.")
     if X.shape[1] != model.inducing.shape[1]:
-        raise ValueError(f"X has {X.shape[1]} input dimensions but the inducing inputs have {model.inducing.shape[1]}.")
+        raise GPClassError(f"X has {X.shape[1]} input dimensions but the inducing inputs have {model.inducing.shape[1]}.")
     if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinite values.")
+        raise GPClassError("X contains NaN or infinite values.")
     if y.shape != (X.shape[0],):
-        raise ValueError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}.")
+        raise GPClassError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}.")
     if model.num_latent > 1:
         return X, _check_class_labels(y, model.num_latent)
     if y.dtype == np.bool_:
         y = np.where(y, 1.0, -1.0)
     elif not np.all(np.isin(y, (-1, 0, 1))) or (np.any(y == 0) and np.any(y == -1)):
-        raise ValueError("binary labels must be in {-1, +1}, {0, 1} or booleans (not both 0 and -1).")
+        raise GPClassError("binary labels must be in {-1, +1}, {0, 1} or booleans (not both 0 and -1).")
     return X, np.where(y > 0, 1.0, -1.0).astype(X.dtype)
 
 
 def _check_class_labels(y, num_classes: int):
     """Integer labels 0..C-1 (floats holding whole numbers accepted) as int32; anything else is an error."""
     if y.dtype == np.bool_ or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
-        raise ValueError(f"multi-class labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
+        raise GPClassError(f"multi-class labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
     if np.issubdtype(y.dtype, np.floating) and not np.all(np.isfinite(y) & (y == np.round(y))):
-        raise ValueError(f"multi-class labels must be whole numbers 0..{num_classes - 1} (got a fraction or NaN).")
+        raise GPClassError(f"multi-class labels must be whole numbers 0..{num_classes - 1} (got a fraction or NaN).")
     if np.any((y < 0) | (y > num_classes - 1)):
-        raise ValueError(f"multi-class labels must lie in 0..{num_classes - 1} for Softmax({num_classes}).")
+        raise GPClassError(f"multi-class labels must lie in 0..{num_classes - 1} for Softmax({num_classes}).")
     return y.astype(np.int32)

@@ -35,6 +35,8 @@ import threading
 import jax
 import threadpoolctl
 
+from ._exceptions import GPClassError
+
 _THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
@@ -72,7 +74,7 @@ def limit_lapack_threads(num_threads: int | None) -> threadpoolctl.threadpool_li
     """
     if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
                                     or num_threads < 1):
-        raise ValueError(f"num_threads must be a positive integer or None; got {num_threads!r}.")
+        raise GPClassError(f"num_threads must be a positive integer or None; got {num_threads!r}.")
     _load_lapack_blas()
     _State.user_control = True
     return threadpoolctl.threadpool_limits(limits=num_threads, user_api="blas")

@@ -1,6 +1,6 @@
 """Input checks at the API boundary: static shapes in Python, values with one branched check.
 
-The value checks run inside jit and vmap and raise an ``EquinoxRuntimeError``
+The value checks run inside jit and vmap and raise a :class:`gpclass.GPClassError`
 carrying the message (``_errors.branched_error_if``: from the compiled program,
 or, for an entry point called at the top level, from Python after the call).
 An entry point gathers its value checks in one :class:`Checks` and attaches
@@ -10,9 +10,12 @@ Laplace evidence held 5 conditionals and 10 callbacks with separate checks, 2
 and 4 with gathered ones, one pair being the solver's convergence check).
 """
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._errors import branched_error_if
+from ._exceptions import GPClassError
 from ._types import Array, Bool, Float
 
 
@@ -45,17 +48,23 @@ def _own(checks):
 def check_inputs(X, name: str = "X", *, allow_empty: bool = False, checks: Checks | None = None) -> Float[Array, "n d"]:
     """A finite (n, d) float array with n >= 1 (n >= 0 with ``allow_empty``: test inputs).
 
+    Integers and booleans are cast to JAX's default float dtype, half
+    precision (float16, bfloat16) to float32, the lowest precision the
+    factorisations support; other floats are kept.
+
     With ``checks``, the value check is added to them (the caller attaches
     them); without, it is attached to the result.  The same for every check
     below.
     """
     X = jnp.asarray(X)
     if X.ndim != 2:
-        raise ValueError(f"{name} must have shape (n, d); got shape {X.shape}. Use X[:, None] for one input dimension.")
+        raise GPClassError(f"{name} must have shape (n, d); got shape {X.shape}. Use X[:, None] for one input dimension.")
     if X.shape[0] == 0 and not allow_empty:
-        raise ValueError(f"{name} is empty (shape {X.shape}); at least one case is needed.")
+        raise GPClassError(f"{name} is empty (shape {X.shape}); at least one case is needed.")
     if not jnp.issubdtype(X.dtype, jnp.floating):
         X = X.astype(jnp.result_type(float))
+    elif jnp.finfo(X.dtype).bits < 32:  # float16, bfloat16: no factorisations; computed in float32
+        X = X.astype(jnp.float32)
     checks, own = _own(checks)
     checks.fail_if(~jnp.all(jnp.isfinite(X)), f"{name} contains NaN or infinite values.")
     return checks.attach(X) if own else X
@@ -69,7 +78,7 @@ def check_binary_labels(y, n: int, dtype, checks: Checks | None = None) -> Float
     """
     y = jnp.asarray(y)
     if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
+        raise GPClassError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
     if y.dtype == jnp.bool_:
         return jnp.where(y, 1.0, -1.0).astype(dtype)
     checks, own = _own(checks)
@@ -94,9 +103,9 @@ def check_class_labels(y, n: int, num_classes: int, dtype, checks: Checks | None
     """
     y = jnp.asarray(y)
     if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
+        raise GPClassError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
     if y.dtype == jnp.bool_ or not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
-        raise ValueError(f"multi-class labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
+        raise GPClassError(f"multi-class labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
     checks, own = _own(checks)
     if jnp.issubdtype(y.dtype, jnp.floating):
         checks.fail_if(
@@ -175,3 +184,50 @@ def check_covariance_operator(op, checks: Checks | None = None):
     )
     checks.fail_if(~jnp.isfinite(op.g), "the kernel's prior variances diag K contain NaN or infinite values.")
     return checks.attach(op) if own else op
+
+
+def require_setting(owner: str, name: str, value, *, low: float = 0.0, high: float = float("inf"),
+                    low_open: bool = True, high_open: bool = True, integer: bool = False,
+                    optional: bool = False) -> None:
+    """A static configuration value (a method's, a sampler's, a fit's) checked at construction, in Python.
+
+    ``value`` must be a real number (an integer if ``integer``) in the interval
+    from ``low`` to ``high``, open or closed at each end as given, or ``None``
+    if ``optional``.  Booleans and NaN are refused.  Raises a ``ValueError``
+    naming ``owner`` and ``name``: a setting such as ``EP(damping=0)`` would
+    otherwise run and report success with a wrong answer (no site moves).
+    """
+    if value is None and optional:
+        return
+    interval = f"{'(' if low_open else '['}{_number(low)}, {_number(high)}{')' if high_open else ']'}"
+    kind = "an integer" if integer else "a number"
+    if integer:
+        ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    else:
+        ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if ok:
+        v = float(value)
+        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+    if not ok:
+        none = " or None" if optional else ""
+        raise GPClassError(f"{owner}: {name} must be {kind} in {interval}{none}; got {value!r}.")
+
+
+def _number(x: float) -> str:
+    return {float("inf"): "inf", float("-inf"): "-inf"}.get(x, f"{x:g}")
+
+
+def as_float(value) -> Array:
+    """A parameter as a floating-point JAX array: integers and booleans are cast to JAX's default float dtype
+    (float64 with x64 on, else float32), floats and traced values are kept as they are.
+
+    The converter of every hyperparameter field (kernels, likelihoods,
+    inducing inputs), so that ``SquaredExponential(1, 2)`` has parameters that
+    ``gpc.fit`` can fit.
+    """
+    if not isinstance(value, jax.Array) and np.asarray(value).dtype.kind not in "biufc":  # tracers are jax.Arrays
+        raise GPClassError(f"a hyperparameter must be a number or an array of numbers; got {value!r}.")
+    value = jnp.asarray(value)
+    if not jnp.issubdtype(value.dtype, jnp.inexact):
+        value = value.astype(jnp.result_type(float))
+    return value

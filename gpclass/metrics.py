@@ -25,6 +25,8 @@ import math
 import jax.numpy as jnp
 from jax.scipy.special import entr
 
+from . import _exceptions
+
 _LN2 = math.log(2.0)
 
 __all__ = ["error_rate", "information_bits", "mean_negative_log_probability"]
@@ -38,7 +40,7 @@ def _log_prob_true(y, p):
     if p.ndim == 2:
         idx = y.astype(jnp.int32)[:, None]
         return jnp.log(jnp.take_along_axis(p, idx, axis=1)[:, 0])
-    raise ValueError(f"p must have shape (m,) or (m, C), got {p.shape}")
+    raise _exceptions.GPClassError(f"p must have shape (m,) or (m, C), got {p.shape}")
 
 
 def error_rate(y, p):
@@ -55,7 +57,7 @@ def error_rate(y, p):
     elif p.ndim == 2:
         wrong = jnp.argmax(p, axis=1) != y
     else:
-        raise ValueError(f"p must have shape (m,) or (m, C), got {p.shape}")
+        raise _exceptions.GPClassError(f"p must have shape (m,) or (m, C), got {p.shape}")
     return jnp.mean(wrong.astype(p.dtype))
 
 

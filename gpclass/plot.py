@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 # Underscored names: the public names of this module are exactly its __all__ (tests/test_api.py).
+from . import _exceptions
 from ._compile import jit as _jit
 from ._inference import infer as _infer
 from ._predict import predict as _predict
@@ -61,7 +62,7 @@ def _confidence(y, p):
         return np.maximum(p, 1.0 - p), (p > 0.5) == (y > 0)
     if p.ndim == 2:
         return p.max(axis=1), np.argmax(p, axis=1) == y
-    raise ValueError(f"p must have shape (m,) or (m, C), got {p.shape}")
+    raise _exceptions.GPClassError(f"p must have shape (m,) or (m, C), got {p.shape}")
 
 
 def calibration_bins(y, p, bins: int = 10):
@@ -170,7 +171,7 @@ def decision_contours(posterior, X, y, ax=None, resolution: int = 100, margin: f
     """
     X, y = np.asarray(X), np.asarray(y)
     if X.ndim != 2 or X.shape[1] != 2:
-        raise ValueError(f"decision_contours draws 2-D inputs: X must have shape (n, 2), got {X.shape}")
+        raise _exceptions.GPClassError(f"decision_contours draws 2-D inputs: X must have shape (n, 2), got {X.shape}")
     ax = _axes(ax)
     lo, hi = X.min(axis=0), X.max(axis=0)
     lo, hi = lo - margin * (hi - lo), hi + margin * (hi - lo)
@@ -245,10 +246,10 @@ def log_marginal_grid(log_q, log_l, log_sf, ax=None, levels=None):
     log_q = np.asarray(log_q, np.float64)
     log_l, log_sf = np.asarray(log_l), np.asarray(log_sf)
     if log_q.shape != (len(log_sf), len(log_l)):
-        raise ValueError(f"log_q must have shape (len(log_sf), len(log_l)) = ({len(log_sf)}, {len(log_l)}), "
+        raise _exceptions.GPClassError(f"log_q must have shape (len(log_sf), len(log_l)) = ({len(log_sf)}, {len(log_l)}), "
                          f"got {log_q.shape}")
     if not np.any(np.isfinite(log_q)):
-        raise ValueError("log_q has no finite value to draw")
+        raise _exceptions.GPClassError("log_q has no finite value to draw")
     best = np.nanargmax(log_q)
     top = log_q.flat[best]
     if levels is None:

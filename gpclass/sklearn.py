@@ -40,7 +40,10 @@ Sample weights are whole numbers, meaning repeated cases: a weight k >= 0 fits
 the model to k copies of the case (0 leaves it out).  This is exact for every
 method (copies of one input have one latent value under the prior), costs
 what the repeated data set costs, and is what scikit-learn's checks ask of a
-weight.  A fractional weight has no such meaning here and is an error.
+weight.  A fractional weight has no such meaning here and is an error, and
+so are weights that would expand the training set beyond the larger of its
+size and 20 000 cases (``MAX_REPEATED_CASES``): a weight of 1e6 on ten cases
+would otherwise ask for 10^7 cases.
 """
 
 import warnings
@@ -64,6 +67,7 @@ except ImportError as error:  # pragma: no cover - exercised only without scikit
     ) from error
 
 from ._compile import filter_jit
+from ._exceptions import GPClassError
 from ._fit import fit as _fit
 from ._inference import EP, KL, JaakkolaJordan, Laplace, infer
 from ._predict import predict_latent as _predict_latent
@@ -166,32 +170,32 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         for name in ("max_steps", "mc_samples"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+                raise GPClassError(f"{name} must be a positive integer; got {value!r}.")
         if self.multi_class not in ("softmax", "one_vs_rest"):
-            raise ValueError(f"multi_class must be 'softmax' or 'one_vs_rest'; got {self.multi_class!r}.")
+            raise GPClassError(f"multi_class must be 'softmax' or 'one_vs_rest'; got {self.multi_class!r}.")
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         X, y = _repeat_by_weight(X, y, sample_weight)
         self.classes_, y_index = np.unique(y, return_inverse=True)
         num_classes = len(self.classes_)
         if num_classes < 2:
-            raise ValueError(
+            raise GPClassError(
                 f"{type(self).__name__} needs cases of at least 2 classes, but the data contain only one class "
                 f"({self.classes_[0]!r}): ML-II has no finite maximiser there, and the classifier would be constant."
             )
         softmax = num_classes > 2 and self.multi_class == "softmax"
         if softmax and not isinstance(method, Laplace):
-            raise ValueError(
+            raise GPClassError(
                 f"multi_class='softmax' (for {num_classes} classes) needs method='laplace', the one method for the "
                 f"softmax likelihood; got {self.method!r}. Use multi_class='one_vs_rest' with other methods."
             )
         if softmax and not isinstance(likelihood, Logistic):
-            raise ValueError(
+            raise GPClassError(
                 "multi_class='softmax' is the multi-class logistic model; for likelihood='probit' with "
                 f"{num_classes} classes use multi_class='one_vs_rest'."
             )
         if isinstance(method, JaakkolaJordan) and not isinstance(likelihood, Logistic):
-            raise ValueError("method='jj' (the Jaakkola-Jordan bound) is for likelihood='logistic' only.")
+            raise GPClassError("method='jj' (the Jaakkola-Jordan bound) is for likelihood='logistic' only.")
         X = X.astype(dtype)
         # Binary models are fitted on the cases padded to a few sizes (masked out: exact), so that training sets
         # of nearby sizes (cross-validation folds) share one compiled program; softmax and JJ take no mask.
@@ -309,7 +313,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         except TypeError:
             dtype = None
         if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-            raise ValueError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}.")
+            raise GPClassError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}.")
         return dtype
 
     def _checked_method(self):
@@ -317,7 +321,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             return self.method
         if isinstance(self.method, str) and self.method in _METHODS:
             return _METHODS[self.method]()
-        raise ValueError(
+        raise GPClassError(
             f"method must be one of {sorted(_METHODS)} (or gpc.Laplace(), gpc.EP(), gpc.KL(), "
             f"gpc.JaakkolaJordan() objects); got {self.method!r}."
         )
@@ -325,7 +329,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
     def _checked_likelihood(self):
         if isinstance(self.likelihood, str) and self.likelihood in _LIKELIHOODS:
             return _LIKELIHOODS[self.likelihood]()
-        raise ValueError(f"likelihood must be 'logistic' or 'probit'; got {self.likelihood!r}.")
+        raise GPClassError(f"likelihood must be 'logistic' or 'probit'; got {self.likelihood!r}.")
 
     def _initial_kernel(self, num_features, dtype):
         if self.kernel is None:
@@ -333,9 +337,9 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             lengthscale = np.full(shape, np.sqrt(num_features), dtype)
             return SquaredExponential(variance=np.asarray(1.0, dtype), lengthscale=lengthscale)
         if self.ard:
-            raise ValueError("ard=True shapes the default kernel only; give your kernel a lengthscale of shape (d,).")
+            raise GPClassError("ard=True shapes the default kernel only; give your kernel a lengthscale of shape (d,).")
         if not isinstance(self.kernel, AbstractKernel):
-            raise ValueError(f"kernel must be a gpclass kernel (gpc.kernels) or None; got {self.kernel!r}.")
+            raise GPClassError(f"kernel must be a gpclass kernel (gpc.kernels) or None; got {self.kernel!r}.")
         return jax.tree.map(lambda leaf: jnp.asarray(leaf, dtype) if eqx.is_inexact_array_like(leaf) else leaf,
                             self.kernel)
 
@@ -392,12 +396,15 @@ def _padded_size(m):
 
 
 def _batched(fn, posterior, X, *args):
-    """``fn(posterior, X, *args)`` as NumPy, in batches of at most ``_BATCH`` rows padded with zero rows
-    (every prediction is per test point, so the padding changes nothing and is cut off)."""
+    """``fn(posterior, X, *args)`` as NumPy, in batches of at most ``_BATCH`` rows padded with copies of the
+    batch's first row (every prediction is per test point, so the padding changes nothing and is cut off;
+    zero rows would widen the range of the inputs, and with it the rounding of their distances, when the
+    features are far from 0)."""
     outputs = []
     for start in range(0, max(len(X), 1), _BATCH):
         batch = X[start : start + _BATCH]
         padded = np.zeros((_padded_size(len(batch)), X.shape[1]), X.dtype)
+        padded[:] = batch[:1] if len(batch) else 0.0
         padded[: len(batch)] = batch
         out = jax.tree.map(lambda a: np.asarray(a)[: len(batch)], fn(posterior, padded, *args))
         outputs.append(out)
@@ -411,7 +418,7 @@ def _repeat_by_weight(X, y, sample_weight):
     weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     counts = np.rint(weight)
     if not np.all(np.abs(weight - counts) <= 1e-8 * np.maximum(1.0, counts)):
-        raise ValueError(
+        raise GPClassError(
             "sample_weight must hold whole numbers: a weight k means k copies of the case (exact for every "
             "method); fractional weights are not supported by GaussianProcessClassifier."
         )
@@ -419,8 +426,20 @@ def _repeat_by_weight(X, y, sample_weight):
     if np.all(counts == 1):
         return X, y
     if not np.any(counts):
-        raise ValueError("sample_weight is zero for every case: there is nothing to fit.")
+        raise GPClassError("sample_weight is zero for every case: there is nothing to fit.")
+    total, limit = int(np.sum(counts)), max(len(counts), MAX_REPEATED_CASES)
+    if total > limit:
+        raise GPClassError(
+            f"sample_weight sums to {total}: a weight k means k copies of the case, so the fit would have {total} "
+            f"cases; at most {limit} are allowed (the larger of the number of cases and {MAX_REPEATED_CASES}; a "
+            "dense prior over 20 000 cases already holds 3.2 GB). Scale the weights down to the repeat counts you "
+            "mean, or drop the weights."
+        )
     return np.repeat(X, counts, axis=0), np.repeat(y, counts, axis=0)
+
+
+# The most cases whole-number weights may expand a training set to (see _repeat_by_weight).
+MAX_REPEATED_CASES = 20_000
 
 
 @filter_jit

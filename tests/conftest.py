@@ -1,10 +1,8 @@
 """Tests run in float64 (enabled here, never inside the library)."""
 
 import collections
-import functools
 import typing
 
-import equinox as eqx
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -27,9 +25,8 @@ fast_infer = gpc.jit(gpc.infer, static_argnames="throw", compiler_options=FAST_C
 
 def fast_filter_jit(fun):
     """``gpc.filter_jit(fun)`` (arrays traced, everything else static) compiled with ``FAST_COMPILE`` on top of
-    gpclass's options; the program is made at the first call (gpc.compiler_options() starts the backend)."""
-    program = functools.cache(lambda: eqx.filter_jit(fun, compiler_options={**gpc.compiler_options(), **FAST_COMPILE}))
-    return functools.wraps(fun)(lambda *args, **kwargs: program()(*args, **kwargs))
+    gpclass's options."""
+    return gpc.filter_jit(fun, compiler_options=FAST_COMPILE)
 
 
 def assert_directional_derivatives(value_and_grad, params, *, seed=0, directions=2, h=1e-5, rtol=2e-5, atol=1e-6):

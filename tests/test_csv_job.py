@@ -192,3 +192,28 @@ def test_report_json_is_strict():
     report = {"test": {"information_bits": float("-inf"), "error_rate": 0.5}, "history": [1.0, float("nan")]}
     assert json.loads(json.dumps(_finite_or_none(report), allow_nan=False)) == {
         "test": {"information_bits": None, "error_rate": 0.5}, "history": [1.0, None]}
+
+
+def test_output_paths_are_checked_before_fitting_and_never_overwrite_the_data(tmp_path, capsys, monkeypatch):
+    """--report equal to --csv used to overwrite the data with JSON and exit 0; a missing directory or a plot named
+    out.csv failed after the whole fit with a traceback.  Each is now a usage error (status 2) before any fit,
+    and the data file is untouched."""
+    data = write_csv(tmp_path / "d.csv", ["a", "label"], [[i, i % 2] for i in range(10)])
+    before = (tmp_path / "d.csv").read_bytes()
+    monkeypatch.setattr(_csv_job, "run", lambda *a: pytest.fail("fitted before checking the output paths"))
+    (tmp_path / "sub").mkdir()
+    cases = [
+        (["--report", data], "is the input file"),
+        (["--report", str(tmp_path / "." / "d.csv")], "is the input file"),
+        (["--plot", data], "is the input file"),
+        (["--report", str(tmp_path / "missing" / "r.json")], "does not exist"),
+        (["--report", str(tmp_path / "sub")], "is a directory"),
+        (["--plot", str(tmp_path / "out.csv")], "file extension must name an image format"),
+        (["--report", str(tmp_path / "same.png"), "--plot", str(tmp_path / "same.png")], "name the same file"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(SystemExit) as error:
+            main(["--csv", data, "--target", "label", *extra])
+        assert error.value.code == 2 and message in capsys.readouterr().err, extra
+    assert (tmp_path / "d.csv").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv", "sub"]

@@ -217,8 +217,10 @@ def test_fit_does_not_recompile_and_rejects_bad_starts_and_one_class_labels():
     traced = len(TRACES)
     fit_laplace(se(2.0, 0.5), *toy_data(n=30, seed=8))
     assert len(TRACES) == traced
-    with pytest.raises(Exception, match=r"must lie in \(0, inf\)"):
+    with pytest.raises(Exception, match=r"variance must be finite and >= 0"):
         fit_laplace(se(-1.0, 1.0), *toy_data(n=30, seed=8))
+    with pytest.raises(Exception, match=r"must lie in \(0, inf\)"):  # a valid kernel, but log 0 is not a start
+        fit_laplace(se(0.0, 1.0), *toy_data(n=30, seed=8))
     with pytest.raises(Exception, match="outside bounds"):
         fit_laplace(se(1e9, 1.0), *toy_data(n=30, seed=8))
     X, _ = toy_data(n=30, seed=8)
@@ -241,7 +243,7 @@ def test_one_class_check_for_multi_class_labels():
 def test_status_names_messages_and_throw():
     from gpclass._status import raise_unless_successful
 
-    assert [s.name for s in gpc.Status] == ["CONVERGED", "AT_BOUND", "STALLED", "MAX_STEPS", "FAILED"]
+    assert [s.name for s in gpc.Status] == ["CONVERGED", "AT_BOUND", "STALLED", "MAX_STEPS", "FAILED", "IMPRECISE"]
     assert all(s.message for s in gpc.Status)
     assert "bound" in gpc.Status.AT_BOUND.message and "line search" in gpc.Status.STALLED.message
     codes = np.arange(5)
@@ -274,7 +276,10 @@ def test_label_flip_rate_is_fitted_in_logit_space():
     assert 0.0 < float(back[1].epsilon) <= 0.5 and float(back[0].variance) > 1e20
     for leaf, want in zip(jax.tree.leaves(from_free(free)), jax.tree.leaves(params)):
         assert float(leaf) == pytest.approx(float(want), rel=1e-12)
-    bad = (START, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=0.6))
+    with pytest.raises(gpc.GPClassError, match="label-flip rate"):  # refused at construction ...
+        gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=0.6)
+    # ... and by the transform, for a value that reaches it as a traced value would (not through the constructor)
+    bad = (START, eqx.tree_at(lambda lik: lik.epsilon, tree[1], jnp.asarray(0.6)))
     bad_params, _ = eqx.partition(bad, eqx.is_inexact_array)
     with pytest.raises(Exception, match=r"must lie in \(0, 0.5\)"):
         parameter_transforms(bad_params, bad)[0](bad_params)

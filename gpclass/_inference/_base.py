@@ -4,6 +4,7 @@ import abc
 
 import equinox as eqx
 
+from .._exceptions import GPClassError
 from .._types import Array, Float
 from ..likelihoods import AbstractLikelihood
 from ._posterior import GaussianSolution, SampleSolution, SoftmaxSolution, SparseSolution
@@ -29,7 +30,7 @@ class AbstractInference(eqx.Module):
 
     def solve_sparse(self, K, likelihood, y, init=None, key=None) -> SparseSolution:
         """The approximation under a sparse prior ``K`` (a ``LowRankCovariance``, built by ``gpc.Sparse``)."""
-        raise ValueError(
+        raise GPClassError(
             f"{type(self).__name__} does not support a sparse prior (gpc.Sparse); use gpc.Laplace(), gpc.EP(), gpc.KL() "
             "or gpc.JaakkolaJordan()."
         )

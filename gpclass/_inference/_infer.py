@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 
 from .._errors import entry_point
+from .._exceptions import GPClassError
 from .._sparse import LowRankCovariance, Sparse
 from .._status import raise_unless_successful
 from .._validation import Checks, check_covariance, check_covariance_operator, check_inputs
@@ -72,6 +73,7 @@ def infer(
     X = check_inputs(X, checks=checks)
     y = likelihood.check_labels(y, X.shape[0], X.dtype, checks)
     kernel.parameter_checks(checks)
+    likelihood.parameter_checks(checks)
     if isinstance(kernel, Sparse):
         kernel.check_inputs(X)
     y, solve_likelihood = apply_mask(method, likelihood, y, mask, checks)
@@ -92,11 +94,11 @@ def apply_mask(method, likelihood, y, mask, checks):
     if mask is None:
         return y, likelihood
     if likelihood.num_latent != 1 or not method.supports_mask:
-        raise ValueError(f"mask: supported for binary likelihoods with gpc.Laplace(), gpc.EP() and gpc.KL(); got "
+        raise GPClassError(f"mask: supported for binary likelihoods with gpc.Laplace(), gpc.EP() and gpc.KL(); got "
                          f"{type(method).__name__} with {type(likelihood).__name__}.")
     mask = jnp.asarray(mask)
     if mask.shape != y.shape or not (mask.dtype == bool or jnp.issubdtype(mask.dtype, jnp.integer)):
-        raise ValueError(f"mask must be booleans of shape {y.shape}; got {mask.dtype} of shape {mask.shape}.")
+        raise GPClassError(f"mask must be booleans of shape {y.shape}; got {mask.dtype} of shape {mask.shape}.")
     mask = mask.astype(bool)
     checks.fail_if(~jnp.any(mask), "mask: every case is left out.")
     return jnp.where(mask, y, 0.0).astype(y.dtype), Masked(likelihood)
@@ -119,16 +121,16 @@ def solve(method, K, likelihood, y, init, key=None, checks=None):
         if checks is not None:
             K = checks.attach(check_covariance_operator(K, checks))
         if likelihood.num_latent > 1 and not method.multiclass:
-            raise ValueError(f"a sparse prior (gpc.Sparse) with the multi-class {type(likelihood).__name__} "
+            raise GPClassError(f"a sparse prior (gpc.Sparse) with the multi-class {type(likelihood).__name__} "
                              f"likelihood needs gpc.Laplace(); got {type(method).__name__}.")
         return method.solve_sparse(K, likelihood, y, init, key)
     if checks is not None:
         K = checks.attach(check_covariance(K, checks))
     if likelihood.num_latent > 1 and not method.multiclass:
-        raise ValueError(
+        raise GPClassError(
             f"{type(method).__name__} does not support the multi-class {type(likelihood).__name__} likelihood; "
             "use gpc.Laplace()."
         )
     if K.ndim != 2 and likelihood.num_latent == 1:
-        raise ValueError("a PerClass kernel needs the multi-class gpc.likelihoods.Softmax likelihood.")
+        raise GPClassError("a PerClass kernel needs the multi-class gpc.likelihoods.Softmax likelihood.")
     return method.solve(K, likelihood, y, init, key)

@@ -2,13 +2,14 @@
 
 import jax.numpy as jnp
 
+from .._exceptions import GPClassError
 from ..likelihoods import Logistic
 
 
 def check_logistic(likelihood):
     """Jaakkola-Jordan bounds bound the logistic sigmoid: any other likelihood is an error."""
     if not isinstance(likelihood, Logistic):
-        raise ValueError(
+        raise GPClassError(
             f"Jaakkola-Jordan bounds are bounds on the logistic sigmoid; got {type(likelihood).__name__}. "
             "Use gpc.likelihoods.Logistic()."
         )

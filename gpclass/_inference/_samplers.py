@@ -21,6 +21,7 @@ from jax import lax
 from .. import _dense as dense
 from .._errors import error_if
 from .._types import Array, Float
+from .._validation import require_setting
 
 
 class SliceState(NamedTuple):
@@ -155,6 +156,9 @@ class EllipticalSlice(AbstractSampler):
 
     max_shrinks: int = eqx.field(static=True, default=200)
 
+    def __check_init__(self):
+        require_setting("EllipticalSlice", "max_shrinks", self.max_shrinks, low=1, low_open=False, integer=True)
+
     def build(self, log_likelihood, temperature=1.0):
         return elliptical_slice(log_likelihood, temperature=temperature, max_shrinks=self.max_shrinks)
 
@@ -165,6 +169,10 @@ class HMC(AbstractSampler):
 
     step_size: float = eqx.field(static=True, default=0.1)
     num_leapfrog: int = eqx.field(static=True, default=20)
+
+    def __check_init__(self):
+        require_setting("HMC", "step_size", self.step_size)
+        require_setting("HMC", "num_leapfrog", self.num_leapfrog, low=1, low_open=False, integer=True)
 
     def build(self, log_likelihood, temperature=1.0):
         return hmc(log_likelihood, step_size=self.step_size, num_leapfrog=self.num_leapfrog, temperature=temperature)

@@ -15,8 +15,10 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import logsumexp
 
+from .._exceptions import GPClassError
 from .._progress import as_progress, due, every_for, report
 from .._status import finite_status
+from .._validation import require_setting
 from ._base import AbstractInference
 from ._posterior import SamplerInfo, SampleSolution
 from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, prior_factor
@@ -55,8 +57,14 @@ class AIS(AbstractInference):
     jitter: float = eqx.field(static=True, default=1e-10)
     progress: object = eqx.field(static=True, default=None)
 
+    def __check_init__(self):
+        for name in ("num_temperatures", "num_runs", "steps_per_temperature"):
+            require_setting("AIS", name, getattr(self, name), low=1, low_open=False, integer=True)
+        require_setting("AIS", "exponent", self.exponent)
+        require_setting("AIS", "jitter", self.jitter, low_open=False)
+
     def check_ml2(self):
-        raise ValueError(
+        raise GPClassError(
             "the AIS estimate of log Z is random and not differentiated; fit hyperparameters with gpc.Laplace() "
             "or gpc.EP() and evaluate log Z with gpc.AIS() at fixed hyperparameters."
         )
@@ -67,7 +75,7 @@ class AIS(AbstractInference):
 
     def solve(self, K, likelihood, y, init=None, key=None):
         if key is None:
-            raise ValueError("AIS needs an explicit PRNG key: gpc.infer(gpc.AIS(), ..., key=jax.random.key(0)).")
+            raise GPClassError("AIS needs an explicit PRNG key: gpc.infer(gpc.AIS(), ..., key=jax.random.key(0)).")
         n = K.shape[0]
         L = prior_factor(K, self.jitter)
         taus = self.schedule(K.dtype)

@@ -47,10 +47,12 @@ from jax import lax
 
 from .. import _anderson as anderson
 from .. import _dense as dense
+from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change, tolerance
 from .._linalg import factor_b, factor_b_given, half_log_det, inverse_from_cholesky, sqrt_precision
 from .._status import Status
 from .._types import Array
+from .._validation import require_setting
 from ._base import AbstractInference
 from ._ep_updates import cavity, ep_log_marginal, extrapolate_sites, site_update
 from ._implicit import instantiated, primal_values
@@ -103,15 +105,17 @@ class EP(AbstractInference):
 
     def __check_init__(self):
         if self.schedule not in ("sequential", "parallel"):
-            raise ValueError(f"schedule must be 'sequential' or 'parallel'; got {self.schedule!r}.")
+            raise GPClassError(f"schedule must be 'sequential' or 'parallel'; got {self.schedule!r}.")
         if self.order not in ("fixed", "random"):
-            raise ValueError(f"order must be 'fixed' or 'random'; got {self.order!r}.")
-        if self.anderson < 0:
-            raise ValueError(f"anderson must be a number of sweeps >= 0; got {self.anderson!r}.")
+            raise GPClassError(f"order must be 'fixed' or 'random'; got {self.order!r}.")
+        require_setting("EP", "damping", self.damping, high=1.0, high_open=False, optional=True)
+        require_setting("EP", "tol", self.tol, optional=True)
+        require_setting("EP", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
+        require_setting("EP", "anderson", self.anderson, low_open=False, integer=True)
 
     def solve(self, K, likelihood, y, init=None, key=None):
         if self.order == "random" and key is None:
-            raise ValueError("EP(order='random') needs an explicit PRNG key: gpc.infer(..., key=jax.random.key(0)).")
+            raise GPClassError("EP(order='random') needs an explicit PRNG key: gpc.infer(..., key=jax.random.key(0)).")
         n = K.shape[0]
         dtype = K.dtype
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)

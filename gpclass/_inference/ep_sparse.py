@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _anderson as anderson
+from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change
 from .._sparse import LowRankCovariance, SparseFactor
 from .._status import Status
@@ -31,10 +32,10 @@ from ._posterior import SolverInfo, SparseSolution
 def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> SparseSolution:
     """Sparse EP: sweeps to the fixed point on ``stop_gradient`` inputs, then log Z_EP at the converged sites."""
     if op.power != 1.0:
-        raise ValueError("EP under a sparse prior supports FITC only (gpc.Sparse(..., approximation='fitc')); "
+        raise GPClassError("EP under a sparse prior supports FITC only (gpc.Sparse(..., approximation='fitc')); "
                          "for VFE use gpc.KL() or gpc.Laplace().")
     if not likelihood.log_concave:
-        raise ValueError(f"sparse EP needs a log-concave likelihood (its gradient holds the sites fixed); "
+        raise GPClassError(f"sparse EP needs a log-concave likelihood (its gradient holds the sites fixed); "
                          f"{type(likelihood).__name__} is not.")
     n = op.shape[0]
     tau0 = jnp.zeros(n, op.dtype) if init is None else jnp.asarray(init[0], op.dtype)

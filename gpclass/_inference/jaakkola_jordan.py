@@ -50,6 +50,7 @@ from .._iterate import all_finite, iterate, relative_change, rounding_level, tol
 from .._linalg import factor_b_given, half_log_det, sqrt_precision
 from .._status import Status
 from .._types import Array
+from .._validation import require_setting
 from ._base import AbstractInference
 from ._implicit import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic, jj_lambda, jj_lambda_derivative
@@ -80,6 +81,11 @@ class JaakkolaJordan(AbstractInference):
     max_steps: int = eqx.field(static=True, default=200)
 
     krylov_steps: int = eqx.field(static=True, default=30)
+
+    def __check_init__(self):
+        require_setting("JaakkolaJordan", "tol", self.tol, optional=True)
+        require_setting("JaakkolaJordan", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
+        require_setting("JaakkolaJordan", "krylov_steps", self.krylov_steps, low=1, low_open=False, integer=True)
 
     def solve_sparse(self, K, likelihood, y, init=None, key=None):
         check_logistic(likelihood)

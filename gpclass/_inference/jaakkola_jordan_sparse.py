@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
 from .._sparse import LowRankCovariance
 from .._status import Status
@@ -33,7 +34,7 @@ from ._posterior import SolverInfo, SparseSolution
 def solve_sparse_lower(method, op: LowRankCovariance, y, init=None) -> SparseSolution:
     """The maximised sparse lower bound (module docstring) and its posterior."""
     if op.power not in (0.0, 1.0):
-        raise ValueError("the Jaakkola-Jordan bound under a sparse prior supports approximation='fitc' or 'vfe'.")
+        raise GPClassError("the Jaakkola-Jordan bound under a sparse prior supports approximation='fitc' or 'vfe'.")
     dtype = op.dtype
     tol = tolerance(method.tol, dtype, 1e-10, 1e-5)
     prior_nu = jnp.sqrt(op.diagonal() + (1.0 - op.power) * op.g)  # the EM update at q = the prior

@@ -30,10 +30,12 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, rounding_level, tolerance
 from .._linalg import factor_b, solve_b
 from .._status import Status
 from .._types import Array
+from .._validation import require_setting
 from ._base import AbstractInference
 from ._implicit import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic
@@ -59,8 +61,13 @@ class JaakkolaJordanUpper(AbstractInference):
     max_steps: int = eqx.field(static=True, default=200)
     max_halvings: int = eqx.field(static=True, default=40)
 
+    def __check_init__(self):
+        require_setting("JaakkolaJordanUpper", "tol", self.tol, optional=True)
+        require_setting("JaakkolaJordanUpper", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
+        require_setting("JaakkolaJordanUpper", "max_halvings", self.max_halvings, low_open=False, integer=True)
+
     def check_ml2(self):
-        raise ValueError(
+        raise GPClassError(
             "The Jaakkola-Jordan upper bound has no finite maximum over the hyperparameters (it grows without "
             "limit in the signal variance; Gibbs & MacKay sec. IV-C). Fit the lower bound gpc.JaakkolaJordan(), "
             "then evaluate gpc.JaakkolaJordanUpper() at the fitted hyperparameters."

@@ -45,10 +45,12 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
+from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
 from .._linalg import factor_b_given, half_log_det, sqrt_precision
 from .._status import Status
 from .._types import Array
+from .._validation import require_setting
 from ._base import AbstractInference
 from ._expectations import expected_log_lik_derivatives
 from ._implicit import implicit_fixed_point
@@ -84,6 +86,13 @@ class KL(AbstractInference):
     max_halvings: int = eqx.field(static=True, default=30)
     krylov_steps: int = eqx.field(static=True, default=30)
 
+    def __check_init__(self):
+        require_setting("KL", "tol", self.tol, optional=True)
+        require_setting("KL", "site_tol", self.site_tol, optional=True)
+        require_setting("KL", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
+        require_setting("KL", "max_halvings", self.max_halvings, low_open=False, integer=True)
+        require_setting("KL", "krylov_steps", self.krylov_steps, low=1, low_open=False, integer=True)
+
     def solve_sparse(self, K, likelihood, y, init=None, key=None):
         _check_log_concave(likelihood)
         return solve_sparse_kl(self, K, likelihood, y, init)
@@ -113,7 +122,7 @@ class KL(AbstractInference):
 
 def _check_log_concave(likelihood):
     if not likelihood.log_concave:
-        raise ValueError(
+        raise GPClassError(
             f"gpc.KL() needs a log-concave likelihood (non-negative site precisions); "
             f"{type(likelihood).__name__} is not. Use gpc.EP() instead."
         )

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
 from .._sparse import LowRankCovariance
 from .._status import Status
@@ -43,7 +44,7 @@ from .ep_sparse import marginals
 def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> SparseSolution:
     """Sparse KL: the sites' optimum on ``stop_gradient`` inputs, then the ELBO at it."""
     if op.power not in (0.0, 1.0):
-        raise ValueError("KL under a sparse prior supports approximation='fitc' or 'vfe', not a fractional power.")
+        raise GPClassError("KL under a sparse prior supports approximation='fitc' or 'vfe', not a fractional power.")
     n = op.shape[0]
     tau0 = jnp.zeros(n, op.dtype) if init is None else jnp.asarray(init[0], op.dtype)
     nu0 = jnp.zeros(n, op.dtype) if init is None else jnp.asarray(init[1], op.dtype)

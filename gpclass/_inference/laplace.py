@@ -15,9 +15,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._exceptions import GPClassError
 from .._linalg import factor_b, factor_b_given, half_log_det_b, solve_i_plus_wk, sqrt_precision
+from .._validation import require_setting
 from ._base import AbstractInference
-from ._newton import better_start, newton
+from ._newton import better_start, mode_residual, newton
 from ._posterior import GaussianSolution, SoftmaxSolution, SolverInfo
 from .laplace_softmax import _psi as softmax_psi
 from .laplace_softmax import softmax_blocks, softmax_log_marginal, softmax_mode
@@ -38,6 +40,15 @@ class Laplace(AbstractInference):
             taken).  Newton converges quadratically, so the returned mode is
             accurate to about tol^2 relative.  ``None`` means sqrt(machine epsilon) of the
             data's dtype (1.5e-8 in float64, 3.5e-4 in float32).
+        residual_tol: a converged mode also satisfies its equation
+            f = K grad log p(y|f) to ``residual_tol * (1 + max|f|)`` in every
+            component: the predictive means at the training inputs are that
+            close to the mode (``_newton.mode_residual``, rounding of the
+            product K grad log p excluded).  ``None`` means 1e-3.  Where the
+            working precision cannot get there (float32 with a large signal
+            variance or long length scales: the factor I + K W amplifies its
+            rounding), Newton stops with ``Status.IMPRECISE`` instead of
+            ``CONVERGED``.
         max_steps: largest number of Newton steps.
         max_halvings: largest number of step halvings within one Newton step.
         float32_start: for float64 data (binary likelihoods, dense
@@ -62,11 +73,20 @@ class Laplace(AbstractInference):
     supports_mask = True
 
     tol: float | None = eqx.field(static=True, default=None)
+    residual_tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=100)
     max_halvings: int = eqx.field(static=True, default=30)
     float32_start: bool | None = eqx.field(static=True, default=None)
 
     multiclass = True
+
+    def __check_init__(self):
+        require_setting("Laplace", "tol", self.tol, optional=True)
+        require_setting("Laplace", "residual_tol", self.residual_tol, optional=True)
+        require_setting("Laplace", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
+        require_setting("Laplace", "max_halvings", self.max_halvings, low_open=False, integer=True)
+        if self.float32_start not in (None, True, False):
+            raise GPClassError(f"Laplace: float32_start must be None, True or False; got {self.float32_start!r}.")
 
     def solve(self, K, likelihood, y, init=None, key=None):
         _check_log_concave(likelihood)
@@ -112,7 +132,7 @@ class Laplace(AbstractInference):
         """GPML Algorithm 3.3 (see ``laplace_softmax``): the mode, the blocks E_c and M, and eq. 3.44."""
         num_classes = likelihood.num_classes
         if K.ndim == 3 and K.shape[0] != num_classes:
-            raise ValueError(f"the PerClass kernel has {K.shape[0]} classes but the likelihood has {num_classes}.")
+            raise GPClassError(f"the PerClass kernel has {K.shape[0]} classes but the likelihood has {num_classes}.")
         n = K.shape[-1]
         psi = lambda a: softmax_psi(K, Y, a)
         a0 = jnp.zeros((n, num_classes), dtype=K.dtype) if init is None else better_start(psi, init, K.dtype)
@@ -161,7 +181,7 @@ def _float32_start(method: Laplace, K, likelihood, y, a0):
 
 def _check_log_concave(likelihood):
     if not likelihood.log_concave:
-        raise ValueError(
+        raise GPClassError(
             f"Laplace's method needs a log-concave likelihood (W >= 0 for the stable factorisation of "
             f"B = I + W^1/2 K W^1/2); {type(likelihood).__name__} is not. Use gpc.EP() instead."
         )
@@ -174,7 +194,8 @@ def _psi(K, likelihood, y, a):
 
 
 def _newton_direction(K, likelihood, y, a, f):
-    """The Newton direction in a (GPML Algorithm 3.1 lines 4-7) and the rounding level of Psi at a.
+    """The Newton direction in a (GPML Algorithm 3.1 lines 4-7), the rounding level of Psi at a and the
+    residual of the mode's equation f = K grad log p(y|f) (``_newton.mode_residual``).
 
     Psi = log p(y|K a) - 1/2 a^T K a is computed with an absolute rounding error
     of about eps (sum |log p| + sum (|grad| + |a|) |K| |a|); for stiff kernels
@@ -185,9 +206,9 @@ def _newton_direction(K, likelihood, y, a, f):
     sqrt_w = sqrt_precision(W)
     L = factor_b(K, sqrt_w)
     a_new = solve_i_plus_wk(K, sqrt_w, L, W * f + grad)
-    scale = jnp.abs(K) @ jnp.abs(a)
+    scale, k_abs_grad = (jnp.abs(K) @ jnp.stack([jnp.abs(a), jnp.abs(grad)], axis=1)).T
     noise = jnp.finfo(K.dtype).eps * (jnp.sum(jnp.abs(log_lik)) + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * scale))
-    return a_new - a, noise
+    return a_new - a, noise, mode_residual(f, K @ grad, k_abs_grad)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -202,6 +223,7 @@ def _mode(method: Laplace, K, likelihood, y, a0):
         lambda a, f: _newton_direction(K, likelihood, y, a, f),
         a0,
         tol=method.tol,
+        residual_tol=method.residual_tol,
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )

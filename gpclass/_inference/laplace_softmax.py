@@ -32,7 +32,7 @@ from .._cg import conjugate_gradients
 from .._iterate import tolerance
 from .._linalg import factor_b, half_log_det, sqrt_precision
 from .._types import Array, Float
-from ._newton import newton
+from ._newton import mode_residual, newton
 
 
 def class_matmul(K: Float[Array, "n n"] | Float[Array, "C n n"], V: Float[Array, "n C"]) -> Float[Array, "n C"]:
@@ -105,7 +105,7 @@ def solve_i_plus_wk_cg(K, pi, v: Float[Array, "n C"], tol: float, max_steps: int
 
 
 def _newton_direction(K, Y, a, F):
-    """The Newton step in a and the rounding level of Psi at a.
+    """The Newton step in a, the rounding level of Psi at a and the residual of F = K (Y - pi(F)).
 
     Algorithm 3.3 (lines 4-13) computes the new point (I + W K)^-1 (W f + y - pi);
     the step to it is da = (I + W K)^-1 (y - pi - a), whose right-hand side is
@@ -117,8 +117,9 @@ def _newton_direction(K, Y, a, F):
     da, _ = solve_i_plus_wk_cg(K, pi, g, tolerance(None, F.dtype, 1e-8, 1e-5), F.size)
     eps = jnp.finfo(F.dtype).eps
     log_lik_scale = jnp.sum(jnp.abs(Y * F)) + jnp.sum(jnp.abs(jax.nn.logsumexp(F, axis=1)))
-    noise = eps * (log_lik_scale + jnp.sum((jnp.abs(Y - pi) + jnp.abs(a)) * class_matmul(jnp.abs(K), jnp.abs(a))))
-    return da, noise
+    abs_K = jnp.abs(K)
+    noise = eps * (log_lik_scale + jnp.sum((jnp.abs(Y - pi) + jnp.abs(a)) * class_matmul(abs_K, jnp.abs(a))))
+    return da, noise, mode_residual(F, class_matmul(K, Y - pi), class_matmul(abs_K, jnp.abs(Y - pi)))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -133,6 +134,7 @@ def softmax_mode(method, K, Y, a0):
         lambda a, F: _newton_direction(K, Y, a, F),
         a0,
         tol=method.tol,
+        residual_tol=method.residual_tol,
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )

@@ -39,7 +39,7 @@ from jax import lax
 from .. import _dense as dense
 from .._sparse import LowRankCovariance
 from .._types import Array, Float
-from ._newton import better_start, newton
+from ._newton import better_start, mode_residual, newton
 from ._posterior import SolverInfo, SparseSoftmaxSolution
 
 
@@ -115,14 +115,15 @@ def _psi(op, Y, a):
 
 
 def _direction(op, Y, a, F):
-    """The Newton step da = (I + W K~)^-1 (y - pi - a) (the gradient of Psi in f; see ``laplace_softmax``)."""
+    """The Newton step da = (I + W K~)^-1 (y - pi - a) (the gradient of Psi in f; see ``laplace_softmax``), the
+    rounding level of Psi and the residual of F = K~ (Y - pi(F))."""
     pi = jax.nn.softmax(F, axis=1)
     da = softmax_factor(op, pi).solve_i_plus_wk(op, Y - pi - a)
     eps = jnp.finfo(F.dtype).eps
     log_lik_scale = jnp.sum(jnp.abs(Y * F)) + jnp.sum(jnp.abs(jax.nn.logsumexp(F, axis=1)))
     noise = eps * (log_lik_scale + jnp.sum((jnp.abs(Y - pi) + jnp.abs(a)) * jnp.abs(F))
                    + jnp.sum(a * a * op.diagonal()[:, None]))
-    return da, noise
+    return da, noise, mode_residual(F, class_mv(op, Y - pi), op.abs_mv(jnp.abs(Y - pi)))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -133,6 +134,7 @@ def _mode(method, op, Y, a0):
         lambda a, F: _direction(op, Y, a, F),
         a0,
         tol=method.tol,
+        residual_tol=method.residual_tol,
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._sparse import LowRankCovariance
-from ._newton import better_start, newton
+from ._newton import better_start, mode_residual, newton
 from ._posterior import SolverInfo, SparseSolution
 
 
@@ -51,7 +51,7 @@ def _psi(op, likelihood, y, a):
 
 
 def _direction(op, likelihood, y, a, f):
-    """The Newton step in a and the rounding level of Psi (as ``laplace._newton_direction``)."""
+    """The Newton step in a, the rounding level of Psi and the mode's residual (as ``laplace._newton_direction``)."""
     log_lik, grad, W = likelihood.derivatives(y, f)
     # GPML's a_new = (I + W K~)^-1 (W f + grad) as the step a_new - a = (I + W K~)^-1 (grad - a) (K~ a = f):
     # its right-hand side, the gradient of Psi in f, vanishes at the mode, instead of cancelling against a.
@@ -59,7 +59,7 @@ def _direction(op, likelihood, y, a, f):
     noise = jnp.finfo(op.dtype).eps * (
         jnp.sum(jnp.abs(log_lik)) + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * jnp.abs(f)) + jnp.dot(a * a, op.diagonal())
     )
-    return da, noise
+    return da, noise, mode_residual(f, op.mv(grad), op.abs_mv(jnp.abs(grad)))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -70,6 +70,7 @@ def _mode(method, op, likelihood, y, a0):
         lambda a, f: _direction(op, likelihood, y, a, f),
         a0,
         tol=method.tol,
+        residual_tol=method.residual_tol,
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )

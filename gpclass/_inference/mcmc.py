@@ -12,8 +12,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._exceptions import GPClassError
 from .._progress import as_progress, due, every_for, report
 from .._status import finite_status
+from .._validation import require_setting
 from ._base import AbstractInference
 from ._posterior import SamplerInfo, SampleSolution
 from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, prior_factor
@@ -51,15 +53,20 @@ class MCMC(AbstractInference):
     jitter: float = eqx.field(static=True, default=1e-10)
     progress: object = eqx.field(static=True, default=None)
 
+    def __check_init__(self):
+        for name, low in (("num_samples", 1), ("num_warmup", 0), ("num_chains", 1), ("thin", 1)):
+            require_setting("MCMC", name, getattr(self, name), low=low, low_open=False, integer=True)
+        require_setting("MCMC", "jitter", self.jitter, low_open=False)
+
     def check_ml2(self):
-        raise ValueError(
+        raise GPClassError(
             "MCMC gives samples of f, not a differentiable log marginal likelihood; fit the hyperparameters with "
             "gpc.Laplace() or gpc.EP(), and use gpc.AIS() to estimate log p(y|X, theta) at fixed hyperparameters."
         )
 
     def solve(self, K, likelihood, y, init=None, key=None):
         if key is None:
-            raise ValueError("MCMC needs an explicit PRNG key: gpc.infer(gpc.MCMC(), ..., key=jax.random.key(0)).")
+            raise GPClassError("MCMC needs an explicit PRNG key: gpc.infer(gpc.MCMC(), ..., key=jax.random.key(0)).")
         L = prior_factor(K, self.jitter)
 
         def log_likelihood(g):
@@ -69,7 +76,7 @@ class MCMC(AbstractInference):
         shape = (self.num_chains, K.shape[0])
         start = jnp.zeros(shape, K.dtype) if init is None else jnp.asarray(init, K.dtype)
         if start.shape != shape:
-            raise ValueError(f"MCMC init must have shape (num_chains, n) = {shape} (whitened latents); got {start.shape}.")
+            raise GPClassError(f"MCMC init must have shape (num_chains, n) = {shape} (whitened latents); got {start.shape}.")
 
         progress = as_progress(self.progress)
         total = self.num_warmup + self.num_samples

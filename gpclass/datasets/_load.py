@@ -14,6 +14,8 @@ from importlib import resources
 
 import numpy as np
 
+from .._exceptions import GPClassError
+
 _PIXEL_SETS = ("usps35", "usps10")
 
 
@@ -43,7 +45,7 @@ def info(name: str) -> dict:
 
 def _check_name(name: str) -> None:
     if name not in _manifest():
-        raise ValueError(f"unknown data set {name!r}; available: {', '.join(names())}")
+        raise GPClassError(f"unknown data set {name!r}; available: {', '.join(names())}")
 
 
 def _is_binary(entry: dict) -> bool:
@@ -169,9 +171,9 @@ def train_test_split(X, y, n_train: int, seed: int):
     """
     n = len(X)
     if len(y) != n:
-        raise ValueError(f"X has {n} rows but y has {len(y)} entries")
+        raise GPClassError(f"X has {n} rows but y has {len(y)} entries")
     if int(n_train) != n_train or not 1 <= n_train <= n - 1:
-        raise ValueError(f"n_train must be an integer in 1..{n - 1}, got {n_train!r}")
+        raise GPClassError(f"n_train must be an integer in 1..{n - 1}, got {n_train!r}")
     perm = np.random.default_rng(seed).permutation(n)
     tr, te = perm[: int(n_train)], perm[int(n_train) :]
     return X[tr], X[te], y[tr], y[te]
@@ -195,7 +197,7 @@ def kfold_indices(n: int, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarra
         If ``k`` is not in ``2..n``.
     """
     if int(k) != k or not 2 <= k <= n:
-        raise ValueError(f"k must be an integer in 2..{n}, got {k!r}")
+        raise GPClassError(f"k must be an integer in 2..{n}, got {k!r}")
     perm = np.random.default_rng(seed).permutation(n)
     folds = np.array_split(perm, int(k))
     out = []

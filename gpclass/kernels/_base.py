@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._exceptions import GPClassError
 from .._types import Array, Float
 from .._validation import Checks
 
@@ -126,20 +127,15 @@ class OnDims(AbstractKernel):
         """The columns as a NumPy index array (static: it indexes NumPy and JAX inputs alike, also inside jit);
         out-of-range columns are an error (jnp indexing would clamp them)."""
         if not self.dims or not all(-num_dims <= i < num_dims for i in self.dims):
-            raise ValueError(f"OnDims: dims {self.dims} do not select columns of inputs with {num_dims} dimensions.")
+            raise GPClassError(f"OnDims: dims {self.dims} do not select columns of inputs with {num_dims} dimensions.")
         return np.asarray(self.dims)
-
-
-def positive(value) -> Array:
-    """Converter for kernel parameters: a JAX array (traced values pass through)."""
-    return jnp.asarray(value)
 
 
 def check_scalar(kernel: AbstractKernel, field: str) -> None:
     """A static check: the parameter ``field`` is a scalar (``PerClass`` stacks kernels along a class axis)."""
     shape = jnp.shape(getattr(kernel, field))
     if shape != ():
-        raise ValueError(
+        raise GPClassError(
             f"{type(kernel).__name__}: {field} must be a scalar; got shape {shape} "
             "(for one kernel per class use gpc.kernels.PerClass)."
         )
@@ -149,7 +145,7 @@ def check_lengthscale_shape(kernel: AbstractKernel, num_dims: int) -> None:
     """A static check: ``kernel.lengthscale`` is a scalar (isotropic) or has one entry per input dimension (ARD)."""
     shape = jnp.shape(kernel.lengthscale)
     if shape not in ((), (num_dims,)):
-        raise ValueError(
+        raise GPClassError(
             f"{type(kernel).__name__}: lengthscale has shape {shape} but the inputs have {num_dims} dimensions; "
             f"use a scalar (isotropic) or shape ({num_dims},) (one length scale per dimension, ARD)."
         )
@@ -165,8 +161,15 @@ def check_variance(kernel: AbstractKernel, checks: Checks) -> None:
 
 
 def check_lengthscale(kernel: AbstractKernel, checks: Checks) -> None:
-    """``kernel.lengthscale`` > 0 and not NaN (+inf is allowed: a constant direction), a run-time check."""
+    """``kernel.lengthscale`` finite and > 0, a run-time check.
+
+    An infinite length scale would make an input irrelevant, but its gradient
+    is NaN (inf / inf in the derivative): leave such an input out with
+    :class:`OnDims`, or use a large finite length scale.
+    """
+    value = kernel.lengthscale
     checks.fail_if(
-        ~(kernel.lengthscale > 0),
-        f"{type(kernel).__name__}: lengthscale must be > 0 (got a zero, negative or NaN value).",
+        ~(jnp.isfinite(value) & (value > 0)),
+        f"{type(kernel).__name__}: lengthscale must be finite and > 0 (got a zero, negative, infinite or NaN value; "
+        "to make an input irrelevant, leave it out with gpc.kernels.OnDims).",
     )

@@ -4,7 +4,8 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._types import Array, Float
-from ._base import AbstractKernel, check_lengthscale, check_lengthscale_shape, positive
+from .._validation import as_float
+from ._base import AbstractKernel, check_lengthscale, check_lengthscale_shape
 
 
 class CategoricalOverlap(AbstractKernel):
@@ -19,7 +20,7 @@ class CategoricalOverlap(AbstractKernel):
     (ARD); categories are any exactly representable numbers (codes).
     """
 
-    lengthscale: Float[Array, "*d"] = eqx.field(converter=positive, default=1.0)
+    lengthscale: Float[Array, "*d"] = eqx.field(converter=as_float, default=1.0)
 
     def evaluate(self, x1, x2):
         check_lengthscale_shape(self, x1.shape[-1])

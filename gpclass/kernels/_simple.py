@@ -4,13 +4,14 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._types import Array, Float
-from ._base import AbstractKernel, check_scalar, check_variance, positive
+from .._validation import as_float
+from ._base import AbstractKernel, check_scalar, check_variance
 
 
 class Linear(AbstractKernel):
     """k(x, x') = variance * x . x'  (GPML eq. 4.22, covLINiso with variance = 1/l^2)."""
 
-    variance: Float[Array, ""] = eqx.field(converter=positive, default=1.0)
+    variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
 
     def evaluate(self, x1, x2):
         check_scalar(self, "variance")
@@ -28,7 +29,7 @@ class Linear(AbstractKernel):
 class Constant(AbstractKernel):
     """k(x, x') = variance: a bias on the latent function (Gibbs & MacKay's theta2)."""
 
-    variance: Float[Array, ""] = eqx.field(converter=positive, default=1.0)
+    variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
 
     def evaluate(self, x1, x2):
         check_scalar(self, "variance")
@@ -53,7 +54,7 @@ class White(AbstractKernel):
     J delta, Kim & Ghahramani's v2 delta).
     """
 
-    variance: Float[Array, ""] = eqx.field(converter=positive, default=1.0)
+    variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
 
     def evaluate(self, x1, x2):
         # Pairwise evaluation cannot see indices; it follows the test-time convention.

@@ -37,6 +37,14 @@ class AbstractLikelihood(eqx.Module):
         """The labels as inference uses them: floats in {-1, +1} ({0, 1} and booleans accepted), checked."""
         return check_binary_labels(y, n, dtype, checks)
 
+    def parameter_checks(self, checks: Checks) -> None:
+        """Add the run-time checks of this likelihood's parameter values to ``checks`` (default: none).
+
+        ``gpc.infer`` and ``gpc.fit`` run them, so an out-of-range parameter
+        (a label-flip rate outside [0, 1/2)) raises, inside jit too, instead
+        of reaching a solver as NaN.
+        """
+
     @abc.abstractmethod
     def log_prob(self, y: Float[Array, " n"], f: Float[Array, " n"]) -> Float[Array, " n"]:
         """Elementwise log p(y_i | f_i)."""

@@ -1,11 +1,20 @@
 """Label noise: a fraction of labels flipped at random (Kim & Ghahramani 2006, eq. 9)."""
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 
+from .._exceptions import GPClassError
 from .._types import Array, Float
+from .._validation import as_float
 from ._base import AbstractLikelihood
 from ._heaviside import Heaviside
+
+_EPSILON_RANGE = (
+    "LabelNoise: epsilon, the label-flip rate, must lie in [0, 1/2) (at 1/2 the labels carry no information; "
+    "above it log p(y|f) is not defined)."
+)
 
 
 class LabelNoise(AbstractLikelihood):
@@ -18,9 +27,21 @@ class LabelNoise(AbstractLikelihood):
     """
 
     base: AbstractLikelihood
-    epsilon: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.05)
+    epsilon: Float[Array, ""] = eqx.field(converter=as_float, default=0.05)
     log_concave = False
     upper_bounds = {"epsilon": 0.5}  # gpc.fit optimises logit(2 epsilon)
+
+    def __check_init__(self):
+        try:
+            value = np.asarray(self.epsilon)  # a concrete value is checked now, a traced one by parameter_checks
+        except jax.errors.TracerArrayConversionError:
+            return
+        if not np.all((value >= 0) & (value < 0.5)):
+            raise GPClassError(_EPSILON_RANGE + f" Got {value}.")
+
+    def parameter_checks(self, checks):
+        checks.fail_if(~((self.epsilon >= 0) & (self.epsilon < 0.5)), _EPSILON_RANGE)
+        self.base.parameter_checks(checks)
 
     def log_prob(self, y, f):
         return jnp.logaddexp(jnp.log(self.epsilon), jnp.log1p(-2.0 * self.epsilon) + self.base.log_prob(y, f))

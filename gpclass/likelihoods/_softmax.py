@@ -8,6 +8,7 @@ from jax.scipy.special import logsumexp
 
 from .. import _dense as dense
 from .._errors import error_if
+from .._exceptions import GPClassError
 from .._types import Array, Float
 from .._validation import Checks, check_class_labels
 
@@ -25,7 +26,7 @@ class Softmax(eqx.Module):
 
     def __check_init__(self):
         if not isinstance(self.num_classes, int) or self.num_classes < 2:
-            raise ValueError(f"Softmax needs an integer num_classes >= 2; got {self.num_classes!r}.")
+            raise GPClassError(f"Softmax needs an integer num_classes >= 2; got {self.num_classes!r}.")
 
     log_concave = True
 
@@ -33,6 +34,9 @@ class Softmax(eqx.Module):
     def num_latent(self) -> int:
         """C latent functions per case."""
         return self.num_classes
+
+    def parameter_checks(self, checks: Checks) -> None:
+        """The softmax has no parameters to check."""
 
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, "n C"]:
         """Integer labels 0..C-1, checked, as the 0/1 indicator matrix Y of shape (n, C)."""

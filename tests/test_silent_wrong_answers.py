@@ -1,0 +1,318 @@
+"""No silent wrong answers: settings and inputs that used to return a number with a success status now raise or
+report their status, and results do not depend on what they must not depend on (a common offset of the inputs).
+
+Each test here failed before the fix it covers (issue 40): EP(damping=0) returned the prior's log Z with status
+CONVERGED; squared distances by |a|^2 + |b|^2 - 2 a.b lost every digit under an offset of 1e8; float32 Laplace on
+raw Pima at its ML-II optimum said CONVERGED with test-point means off by 40; an infinite length scale gave NaN
+gradients; strings, float16 and integer hyperparameters gave raw errors; a failed check raised three different
+exception types; whole-number weights of 1e6 asked for 8.8e14 bytes.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import FAST_COMPILE
+
+import gpclass as gpc
+
+RNG = np.random.default_rng(0)
+# Inputs on a grid of 2^-8: X + 1e8 is exact in float64 (spacing 1.5e-8 there) and X + 1e4 exact in float32
+# (spacing 2^-10), so any change under the offset comes from the computation, not from rounding the inputs.
+X = np.round(RNG.normal(size=(40, 3)) * 256) / 256
+Y = np.where(X[:, 0] > 0, 1.0, -1.0)
+X_TEST = np.round(RNG.normal(size=(7, 3)) * 256) / 256
+LIK = gpc.likelihoods.Logistic()
+
+
+# --- 1. configuration values checked at construction ------------------------------------------------------------
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: gpc.EP(damping=0.0), "EP: damping must be a number in \\(0, 1\\]"),
+    (lambda: gpc.EP(damping=1.5), "EP: damping"),
+    (lambda: gpc.EP(max_steps=0), "EP: max_steps"),
+    (lambda: gpc.EP(tol=0.0), "EP: tol"),
+    (lambda: gpc.EP(tol=float("nan")), "EP: tol"),
+    (lambda: gpc.Laplace(max_steps=0), "Laplace: max_steps"),
+    (lambda: gpc.Laplace(max_steps=2.5), "Laplace: max_steps must be an integer"),
+    (lambda: gpc.Laplace(max_steps=True), "Laplace: max_steps must be an integer"),
+    (lambda: gpc.Laplace(tol=-1e-8), "Laplace: tol"),
+    (lambda: gpc.Laplace(residual_tol=0.0), "Laplace: residual_tol"),
+    (lambda: gpc.Laplace(max_halvings=-1), "Laplace: max_halvings"),
+    (lambda: gpc.KL(site_tol=0.0), "KL: site_tol"),
+    (lambda: gpc.KL(krylov_steps=0), "KL: krylov_steps"),
+    (lambda: gpc.JaakkolaJordan(max_steps=0), "JaakkolaJordan: max_steps"),
+    (lambda: gpc.JaakkolaJordanUpper(tol=float("inf")), "JaakkolaJordanUpper: tol"),
+    (lambda: gpc.MCMC(num_samples=0), "MCMC: num_samples"),
+    (lambda: gpc.MCMC(num_chains=0), "MCMC: num_chains"),
+    (lambda: gpc.MCMC(thin=0), "MCMC: thin"),
+    (lambda: gpc.MCMC(num_warmup=-1), "MCMC: num_warmup"),
+    (lambda: gpc.MCMC(jitter=-1e-6), "MCMC: jitter"),
+    (lambda: gpc.AIS(exponent=0), "AIS: exponent"),
+    (lambda: gpc.AIS(num_runs=0), "AIS: num_runs"),
+    (lambda: gpc.AIS(num_temperatures=0), "AIS: num_temperatures"),
+    (lambda: gpc.samplers.HMC(step_size=0.0), "HMC: step_size"),
+    (lambda: gpc.samplers.EllipticalSlice(max_shrinks=0), "EllipticalSlice: max_shrinks"),
+    (lambda: gpc.Sparse(gpc.kernels.SquaredExponential(), X[:4], jitter=-1.0), "Sparse: jitter"),
+    (lambda: gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 1.5), "epsilon, the label-flip rate"),
+    (lambda: gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.5), "epsilon, the label-flip rate"),
+    (lambda: gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), -0.1), "epsilon, the label-flip rate"),
+])
+def test_invalid_settings_are_refused_at_construction(make, message):
+    with pytest.raises(gpc.GPClassError, match=message):
+        make()
+
+
+def test_boundary_settings_are_accepted():
+    gpc.EP(damping=1.0), gpc.MCMC(num_warmup=0), gpc.Laplace(max_halvings=0), gpc.Sparse(gpc.kernels.Linear(), X[:3],
+                                                                                        jitter=0.0)
+    gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.0)
+
+
+def test_ep_with_zero_damping_no_longer_returns_the_prior():
+    """Before: accepted, status CONVERGED after 2 sweeps and log Z = n log 1/2, every prediction 0.5."""
+    with pytest.raises(gpc.GPClassError, match="damping"):
+        gpc.infer(gpc.EP(damping=0.0), gpc.kernels.SquaredExponential(1.0, 1.5), LIK, X, Y)
+    post = gpc.infer(gpc.EP(damping=1.0), gpc.kernels.SquaredExponential(1.0, 1.5), LIK, X, Y)
+    assert float(post.log_marginal) > len(Y) * np.log(0.5) + 5  # the data are informative
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda k: gpc.fit(gpc.Laplace(), k, LIK, X, Y, max_steps=0), "fit: max_steps"),
+    (lambda k: gpc.fit(gpc.Laplace(), k, LIK, X, Y, gtol=0.0), "fit: gtol"),
+    (lambda k: gpc.fit_em_ep(gpc.EP(), k, gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), 0.1), X, Y,
+                             max_steps=0), "fit_em_ep: max_steps"),
+    (lambda k: gpc.fit_svgp(gpc.SVGP.at_prior(k, LIK, X[:4]), X, Y, key=jax.random.key(0), num_steps=0),
+     "fit_svgp: num_steps"),
+    (lambda k: gpc.sharded_vmap(lambda X, y: gpc.infer(gpc.Laplace(), k, LIK, X, y).log_marginal)(
+        np.zeros((0, 40, 3)), np.zeros((0, 40))), "no problems"),
+])
+def test_invalid_call_settings_are_clear_errors(call, message):
+    """Before: fit(max_steps=0) was an IndexError, sharded_vmap over 0 problems a ZeroDivisionError."""
+    with pytest.raises(gpc.GPClassError, match=message):
+        call(gpc.kernels.SquaredExponential(1.0, 1.5))
+
+
+def test_a_traced_label_flip_rate_out_of_range_raises_inside_jit():
+    """epsilon is a hyperparameter and may be traced: the range check then runs in the program (before: EP
+    'did not converge (FAILED)')."""
+    def log_z(eps):
+        lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), eps)
+        return gpc.infer(gpc.EP(), gpc.kernels.SquaredExponential(1.0, 1.5), lik, X, Y).log_marginal
+
+    program = gpc.jit(log_z, compiler_options=FAST_COMPILE)
+    assert np.isfinite(program(0.1))
+    with pytest.raises(gpc.GPClassError, match="epsilon, the label-flip rate"):
+        program(0.7)
+
+
+def test_an_infinite_length_scale_is_refused():
+    """Before: accepted as 'a constant direction', with NaN gradients."""
+    for lengthscale in (np.inf, np.array([1.0, np.inf, 2.0])):
+        with pytest.raises(gpc.GPClassError, match="lengthscale must be finite and > 0"):
+            gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, lengthscale), LIK, X, Y)
+
+
+# --- 2. a common offset of the inputs changes nothing ----------------------------------------------------------
+
+def laplace_values(lengthscale, X, X_test, dtype):
+    """log q, its gradient in (log variance, log length scales), and the test-point probabilities and means."""
+    def log_q(log_variance, log_lengthscale):
+        kernel = gpc.kernels.SquaredExponential(jnp.exp(log_variance), jnp.exp(log_lengthscale))
+        return gpc.infer(gpc.Laplace(), kernel, LIK, X, Y.astype(dtype)).log_marginal
+
+    log_params = (jnp.log(jnp.asarray(1.5, dtype)), jnp.log(jnp.asarray(lengthscale, dtype)))
+    value, grads = jax.value_and_grad(log_q, argnums=(0, 1))(*log_params)
+    kernel = gpc.kernels.SquaredExponential(jnp.asarray(1.5, dtype), jnp.asarray(lengthscale, dtype))
+    post = gpc.infer(gpc.Laplace(), kernel, LIK, X, Y.astype(dtype))
+    mean, _ = gpc.predict_latent(post, X_test)
+    grad = jnp.concatenate([jnp.atleast_1d(g) for g in grads])
+    return [np.asarray(v, np.float64) for v in (value, grad, gpc.predict(post, X_test), mean)]
+
+
+@pytest.mark.parametrize("dtype, offset, rtol", [(np.float64, 1e8, 1e-10), (np.float32, 1e4, 5e-4)],
+                         ids=["float64 offset 1e8", "float32 offset 1e4"])
+@pytest.mark.parametrize("lengthscale", [1.3, np.array([1.3, 0.7, 2.1])], ids=["isotropic", "ARD"])
+def test_log_q_gradients_and_predictions_do_not_depend_on_an_offset(dtype, offset, rtol, lengthscale):
+    """Before: log q(X + 1e7) - log q(X) = -0.015 in float64; in float32 an offset of 1e3 moved log q by 0.019."""
+    with jax.enable_x64(dtype == np.float64):
+        values = laplace_values(lengthscale, X.astype(dtype), X_TEST.astype(dtype), dtype)
+        shifted = laplace_values(lengthscale, (X + offset).astype(dtype), (X_TEST + offset).astype(dtype), dtype)
+    assert (X + offset).astype(dtype).astype(np.float64).tolist() == (X + offset).tolist()  # the inputs are exact
+    for a, b in zip(values, shifted):
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=rtol * np.max(np.abs(a)))
+
+
+def test_gram_matrix_stays_positive_semidefinite_under_an_offset():
+    """Before: the smallest eigenvalue of k.gram(X + 1e8) was -5.07 (float64)."""
+    kernel = gpc.kernels.SquaredExponential(1.0, 1.5)
+    K = np.asarray(kernel.gram(jnp.asarray(X)))
+    K_shift = np.asarray(kernel.gram(jnp.asarray(X + 1e8)))
+    np.testing.assert_allclose(K_shift, K, atol=1e-13)
+    assert np.linalg.eigvalsh(K_shift).min() > -1e-12
+    cross = np.asarray(kernel.gram(jnp.asarray(X_TEST + 1e8), jnp.asarray(X + 1e8)))
+    np.testing.assert_allclose(cross, np.asarray(kernel.gram(jnp.asarray(X_TEST), jnp.asarray(X))), atol=1e-13)
+
+
+def test_float32_estimator_with_a_year_like_feature():
+    """A feature 2000 + U(0, 20) next to standard ones: the float32 estimator's probabilities equal those with the
+    feature shifted to U(0, 20) (before: they moved by up to 0.27)."""
+    from gpclass.sklearn import GaussianProcessClassifier
+
+    rng = np.random.default_rng(3)
+    year = np.round(rng.uniform(0, 20, size=60) * 64) / 64
+    other = np.round(rng.normal(size=(60, 2)) * 64) / 64
+    labels = (other[:, 0] + (year - 10) / 5 + 0.3 * rng.normal(size=60) > 0).astype(int)
+    kernel = gpc.kernels.SquaredExponential(np.float32(2.0), np.array([5.0, 1.0, 1.0], np.float32))
+    probabilities = []
+    for offset in (0.0, 2000.0):
+        features = np.column_stack([year + offset, other])
+        clf = GaussianProcessClassifier(kernel=kernel, optimize=False, dtype="float32").fit(features[:40], labels[:40])
+        probabilities.append(clf.predict_proba(features[40:])[:, 1])
+    np.testing.assert_allclose(probabilities[1], probabilities[0], atol=2e-4)
+
+
+# --- 3. float32 on an ill-conditioned kernel: IMPRECISE, not CONVERGED ---------------------------------------
+
+def raw_pima():
+    X, y = gpc.datasets.load("pima")
+    return gpc.datasets.train_test_split(X, y, 200, seed=0)
+
+
+def test_float32_laplace_on_an_ill_conditioned_kernel_reports_imprecise():
+    """Raw (unstandardised) Pima at its float64 ML-II optimum (sigma_f^2 ~ 500, l ~ 640): float32 used to report
+    CONVERGED with test error 0.65 against 0.24 in float64 and latent means off by 40.  The mode's residual
+    f - K grad log p(y|f) (the error of the predictive mean at the training inputs) is checked in the working
+    precision: float32 now stops with IMPRECISE, float64 converges, and throw=True raises naming it."""
+    X_train, X_test, y_train, _ = raw_pima()
+    kernel = gpc.kernels.SquaredExponential(500.0, 640.0)
+    post64 = gpc.infer(gpc.Laplace(), kernel, LIK, X_train, y_train)
+    assert gpc.Status(int(post64.info.status)) == gpc.Status.CONVERGED
+    # Independent check of what CONVERGED promises: K alpha reproduces the mode (NumPy, from kernel blocks).
+    K = np.asarray(kernel.gram(jnp.asarray(X_train)))
+    f = np.asarray(post64.mean)
+    assert np.max(np.abs(K @ np.asarray(post64.alpha) - f)) <= 1e-3 * (1 + np.max(np.abs(f)))
+    with jax.enable_x64(False):
+        kernel32 = gpc.kernels.SquaredExponential(np.float32(500.0), np.float32(640.0))
+        X32 = X_train.astype(np.float32)
+        post32 = gpc.infer(gpc.Laplace(), kernel32, LIK, X32, y_train, throw=False)
+        assert gpc.Status(int(post32.info.status)) == gpc.Status.IMPRECISE
+        mean32, _ = gpc.predict_latent(post32, X_test.astype(np.float32))
+        with pytest.raises(gpc.GPClassError, match="IMPRECISE.*too ill-conditioned for this precision"):
+            gpc.infer(gpc.Laplace(), kernel32, LIK, X32, y_train)
+    mean64, _ = gpc.predict_latent(post64, X_test)
+    assert np.max(np.abs(np.asarray(mean32) - np.asarray(mean64))) > 0.1  # the status is not a false alarm
+
+
+def test_float32_laplace_on_a_moderate_kernel_still_converges_to_float64():
+    """Standardised Pima with sigma_f^2 = 4, l = 3: CONVERGED in float32, with the float64 test-point means."""
+    X_train, X_test, y_train, _ = raw_pima()
+    X_train, X_test = gpc.datasets.standardize(X_train, X_test)
+    post64 = gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(4.0, 3.0), LIK, X_train, y_train)
+    with jax.enable_x64(False):
+        kernel32 = gpc.kernels.SquaredExponential(np.float32(4.0), np.float32(3.0))
+        post32 = gpc.infer(gpc.Laplace(), kernel32, LIK, X_train.astype(np.float32), y_train)
+        assert gpc.Status(int(post32.info.status)) == gpc.Status.CONVERGED
+        mean32, _ = gpc.predict_latent(post32, X_test.astype(np.float32))
+    mean64, _ = gpc.predict_latent(post64, X_test)
+    np.testing.assert_allclose(np.asarray(mean32), np.asarray(mean64), atol=1e-2 * (1 + np.max(np.abs(mean64))))
+
+
+@pytest.mark.parametrize("case", ["sparse binary", "softmax"])
+def test_the_residual_check_covers_sparse_and_softmax_laplace(case):
+    """The same check in the sparse (FITC) and multi-class Newton iterations: float32 IMPRECISE, float64 CONVERGED."""
+    X_train, _, y_train, _ = raw_pima()
+    if case == "sparse binary":
+        likelihood = LIK
+        make = lambda k, X: gpc.Sparse(k, X[:60])  # noqa: E731
+        labels = y_train
+    else:
+        likelihood = gpc.likelihoods.Softmax(3)
+        make = lambda k, X: k  # noqa: E731
+        labels = np.digitize(X_train[:, 1], np.quantile(X_train[:, 1], [1 / 3, 2 / 3]))
+    post64 = gpc.infer(gpc.Laplace(), make(gpc.kernels.SquaredExponential(500.0, 640.0), X_train), likelihood,
+                       X_train, labels)
+    assert gpc.Status(int(post64.info.status)) == gpc.Status.CONVERGED
+    with jax.enable_x64(False):
+        kernel32 = gpc.kernels.SquaredExponential(np.float32(500.0), np.float32(640.0))
+        X32 = X_train.astype(np.float32)
+        post32 = gpc.infer(gpc.Laplace(), make(kernel32, X32), likelihood, X32, labels, throw=False)
+        assert gpc.Status(int(post32.info.status)) == gpc.Status.IMPRECISE
+
+
+# --- 9. inputs of the wrong kind: cast or refused with the argument named ---------------------------------------
+
+def test_float16_inputs_are_computed_in_float32():
+    """Before: NotImplementedError 'Unsupported dtype float16' from the factorisation."""
+    kernel = gpc.kernels.SquaredExponential(np.float32(1.0), np.float32(1.5))
+    with jax.enable_x64(False):
+        half = gpc.infer(gpc.Laplace(), kernel, LIK, X.astype(np.float16), Y)
+        single = gpc.infer(gpc.Laplace(), kernel, LIK, X.astype(np.float16).astype(np.float32), Y)
+    assert half.log_marginal.dtype == jnp.float32
+    assert float(half.log_marginal) == float(single.log_marginal)
+
+
+@pytest.mark.parametrize("argument", ["X", "y"])
+@pytest.mark.parametrize("kind", [str, object])
+def test_strings_and_objects_are_refused_naming_the_argument(argument, kind):
+    """Before: a TypeError about 'static_argnums' / 'abstract array'."""
+    args = {"X": X, "y": Y}
+    args[argument] = args[argument].astype(kind)
+    with pytest.raises(gpc.GPClassError, match=f"infer: {argument} is an array of dtype .*must hold numbers"):
+        gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(), LIK, args["X"], args["y"])
+
+
+def test_integer_hyperparameters_are_fitted_as_floats():
+    """Before: 'fit: the kernel and likelihood have no floating-point parameters to fit'."""
+    whole = gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(1, 2), LIK, X, Y)
+    real = gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 2.0), LIK, X, Y)
+    assert whole.kernel.variance.dtype == jnp.float64 and whole.converged
+    np.testing.assert_allclose(float(whole.objective), float(real.objective), rtol=1e-12)
+
+
+def test_estimator_takes_a_kernel_with_integer_hyperparameters():
+    from gpclass.sklearn import GaussianProcessClassifier
+
+    clf = GaussianProcessClassifier(kernel=gpc.kernels.SquaredExponential(1, 2)).fit(X, Y)
+    assert clf.kernel_.variance.dtype == np.float64 and clf.kernel_.variance != 1.0
+
+
+def test_huge_whole_number_weights_are_refused_before_any_allocation():
+    """Before: weight 1e6 on 10 cases was expanded into 10^7 repeated cases (8.8e14 bytes for the prior)."""
+    from gpclass.sklearn import GaussianProcessClassifier
+
+    with pytest.raises(gpc.GPClassError, match="sample_weight sums to 10000000"):
+        GaussianProcessClassifier().fit(X[:10], Y[:10], sample_weight=np.full(10, 1e6))
+
+
+# --- 10. one exception type, the message first ---------------------------------------------------------------
+
+def negative_variance_log_q(variance):
+    return gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(variance, 1.0), LIK, X, Y).log_marginal
+
+
+MESSAGE = "SquaredExponential: variance must be finite and >= 0"
+
+
+@pytest.mark.parametrize("wrap", [lambda f: f, lambda f: gpc.jit(f, compiler_options=FAST_COMPILE),
+                                  lambda f: gpc.filter_jit(f)], ids=["direct", "gpc.jit", "gpc.filter_jit"])
+def test_a_failed_check_is_one_exception_type_with_the_message_first(wrap):
+    """Before: EquinoxRuntimeError directly, JaxRuntimeError 'INTERNAL: CpuCallback error' through gpc.jit."""
+    program = wrap(negative_variance_log_q)
+    for _ in range(2):  # the first call (compiling) and a cached one
+        with pytest.raises(gpc.GPClassError) as error:
+            program(-1.0)
+        assert str(error.value).startswith(MESSAGE)
+        assert isinstance(error.value, ValueError)
+
+
+def test_under_a_plain_jax_jit_the_message_is_in_jaxs_error():
+    """The documented limit: a user's own jax.jit reports the failed check as JAX's runtime error, with the same
+    message in its text (wrap with gpc.jit to get a GPClassError)."""
+    with pytest.raises(jax.errors.JaxRuntimeError, match=MESSAGE):
+        jax.block_until_ready(jax.jit(negative_variance_log_q)(-1.0))
+
+
+def test_non_convergence_with_throw_is_a_gpclass_error():
+    with pytest.raises(gpc.GPClassError, match=r"Laplace did not converge \(MAX_STEPS\)"):
+        gpc.infer(gpc.Laplace(max_steps=1), gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X, Y)
