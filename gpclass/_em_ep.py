@@ -124,10 +124,11 @@ def fit_em_ep(
     require_setting("fit_em_ep", "m_step_gtol", m_step_gtol, optional=True)
     progress = as_progress(True if verbose and progress is None else progress)
     if not isinstance(method, EP):
-        raise GPClassError(f"fit_em_ep: the E-step is expectation propagation (gpc.EP(...)); got {type(method).__name__}.")
+        raise GPClassError("fit_em_ep: the E-step is expectation propagation (gpc.EP(...)); got "
+                           f"{type(method).__name__}.")
     if not isinstance(kernel, AbstractKernel):
-        raise GPClassError(f"fit_em_ep needs a kernel (its M-step uses the dense Gram matrix); got {type(kernel).__name__}"
-                         " (a sparse prior is not supported by EM-EP yet).")
+        raise GPClassError("fit_em_ep needs a kernel (its M-step uses the dense Gram matrix); got "
+                           f"{type(kernel).__name__} (a sparse prior is not supported by EM-EP yet).")
     checks = Checks()
     X = check_inputs(X, checks=checks)
     X, y = checks.attach((X, check_binary_labels(y, X.shape[0], X.dtype, checks)))

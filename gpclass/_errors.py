@@ -128,5 +128,5 @@ def refuse_non_numeric(name: str, signature: inspect.Signature, args, kwargs) ->
         for leaf in jax.tree.leaves(value):
             if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "OSUV":
                 raise GPClassError(f"{name}: {arg_name} is an array of dtype {leaf.dtype} (strings or Python objects); "
-                                 f"it must hold numbers (convert it, e.g. with np.asarray({arg_name}, dtype=float), "
-                                 "or encode the classes as integers).")
+                                   f"it must hold numbers (convert it, e.g. with np.asarray({arg_name}, dtype=float), "
+                                   "or encode the classes as integers).")

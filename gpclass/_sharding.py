@@ -86,7 +86,8 @@ def sharded_vmap(fun, *, devices=None, batch_size: int | None = None):
             setup["count"] = len(chosen)
         sizes = {jnp.shape(leaf)[0] if jnp.ndim(leaf) else None for leaf in jax.tree.leaves(args)}
         if len(sizes) != 1 or None in sizes:
-            raise GPClassError(f"sharded_vmap: every array argument needs the same leading (problem) axis; got {sizes}.")
+            raise GPClassError("sharded_vmap: every array argument needs the same leading (problem) axis; got "
+                               f"{sizes}.")
         size = sizes.pop()
         if size == 0:
             raise GPClassError("sharded_vmap: the problem axis has length 0; there are no problems to solve.")

@@ -68,13 +68,13 @@ class Sparse(eqx.Module):
     def __check_init__(self):
         if isinstance(self.kernel, PerClass):
             raise GPClassError("Sparse: the classes share one kernel under a sparse prior; a PerClass kernel is not "
-                             "supported (pass the kernel itself).")
+                               "supported (pass the kernel itself).")
         if self.inducing.ndim != 2:
             raise GPClassError(f"Sparse: the inducing inputs must have shape (m, d); got {self.inducing.shape}.")
         if isinstance(self.approximation, str):
             if self.approximation not in _APPROXIMATIONS:
                 raise GPClassError(f"Sparse: approximation must be 'fitc', 'vfe' or a power in [0, 1]; "
-                                 f"got {self.approximation!r}.")
+                                   f"got {self.approximation!r}.")
         else:
             require_setting("Sparse", "the power s (approximation)", self.approximation, low_open=False, high=1.0,
                             high_open=False)
@@ -101,7 +101,7 @@ class Sparse(eqx.Module):
             raise GPClassError(f"Sparse: the inducing inputs have {d} dimensions but X has {X.shape[1]}.")
         if m > X.shape[0]:
             raise GPClassError(f"Sparse: {m} inducing inputs for {X.shape[0]} cases; use at most as many as cases "
-                             "(or the dense kernel).")
+                               "(or the dense kernel).")
 
     def covariance(self, X: Float[Array, "n d"]) -> "LowRankCovariance":
         """The operator K~ on the training inputs X (O(n m^2))."""
@@ -145,10 +145,10 @@ class LowRankCovariance(eqx.Module):
         """K~ x."""
         return self.Phi @ (x @ self.Phi) + self.power * self.g * x
 
-    def abs_mv(self, x: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+    def abs_mv(self, x: Float[Array, "n ..."], abs_phi: Float[Array, "n m"] | None = None) -> Float[Array, "n ..."]:
         """|Phi| (|Phi|^T x) + s g x for x >= 0: a bound on |K~| x, the rounding scale of K~ x (columns of x
-        separately)."""
-        A = jnp.abs(self.Phi)
+        separately).  ``abs_phi``: |Phi| if the caller holds it (a loop forms it once: n m entries)."""
+        A = jnp.abs(self.Phi) if abs_phi is None else abs_phi
         g = self.power * self.g
         return A @ (A.T @ x) + (g if x.ndim == 1 else g[:, None]) * x
 

@@ -211,7 +211,8 @@ def _check_data(model, X, y):
     if X.ndim != 2 or X.shape[0] == 0:
         raise GPClassError(f"X must have shape (n, d) with n >= 1; got shape {X.shape}.")
     if X.shape[1] != model.inducing.shape[1]:
-        raise GPClassError(f"X has {X.shape[1]} input dimensions but the inducing inputs have {model.inducing.shape[1]}.")
+        raise GPClassError(f"X has {X.shape[1]} input dimensions but the inducing inputs have "
+                           f"{model.inducing.shape[1]}.")
     if not np.all(np.isfinite(X)):
         raise GPClassError("X contains NaN or infinite values.")
     if y.shape != (X.shape[0],):

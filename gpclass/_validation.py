@@ -58,7 +58,8 @@ def check_inputs(X, name: str = "X", *, allow_empty: bool = False, checks: Check
     """
     X = jnp.asarray(X)
     if X.ndim != 2:
-        raise GPClassError(f"{name} must have shape (n, d); got shape {X.shape}. Use X[:, None] for one input dimension.")
+        raise GPClassError(f"{name} must have shape (n, d); got shape {X.shape}. Use X[:, None] for one input "
+                           "dimension.")
     if X.shape[0] == 0 and not allow_empty:
         raise GPClassError(f"{name} is empty (shape {X.shape}); at least one case is needed.")
     if not jnp.issubdtype(X.dtype, jnp.floating):
@@ -193,9 +194,10 @@ def require_setting(owner: str, name: str, value, *, low: float = 0.0, high: flo
 
     ``value`` must be a real number (an integer if ``integer``) in the interval
     from ``low`` to ``high``, open or closed at each end as given, or ``None``
-    if ``optional``.  Booleans and NaN are refused.  Raises a ``ValueError``
-    naming ``owner`` and ``name``: a setting such as ``EP(damping=0)`` would
-    otherwise run and report success with a wrong answer (no site moves).
+    if ``optional``.  Booleans and NaN are refused.  Raises a
+    :class:`gpclass.GPClassError` naming ``owner`` and ``name``: a setting
+    such as ``EP(damping=0)`` would otherwise run and report success with a
+    wrong answer (no site moves).
     """
     if value is None and optional:
         return

@@ -246,8 +246,8 @@ def log_marginal_grid(log_q, log_l, log_sf, ax=None, levels=None):
     log_q = np.asarray(log_q, np.float64)
     log_l, log_sf = np.asarray(log_l), np.asarray(log_sf)
     if log_q.shape != (len(log_sf), len(log_l)):
-        raise _exceptions.GPClassError(f"log_q must have shape (len(log_sf), len(log_l)) = ({len(log_sf)}, {len(log_l)}), "
-                         f"got {log_q.shape}")
+        raise _exceptions.GPClassError(f"log_q must have shape (len(log_sf), len(log_l)) = ({len(log_sf)}, "
+                                       f"{len(log_l)}), got {log_q.shape}")
     if not np.any(np.isfinite(log_q)):
         raise _exceptions.GPClassError("log_q has no finite value to draw")
     best = np.nanargmax(log_q)

@@ -386,7 +386,8 @@ def test_other_kernels_check_their_parameters():
     for k, message in [
         (gpc.kernels.White(-1e-3), "White: variance must be"),
         (gpc.kernels.Constant(np.nan), "Constant: variance must be"),
-        (gpc.kernels.CategoricalOverlap(np.array([1.0, 0.0])), "CategoricalOverlap: lengthscale must be finite and > 0"),
+        (gpc.kernels.CategoricalOverlap(np.array([1.0, 0.0])),
+         "CategoricalOverlap: lengthscale must be finite and > 0"),
         (gpc.kernels.OnDims(gpc.kernels.White(-1.0), (0,)) * gpc.kernels.Constant(), "White: variance must be"),
         (gpc.kernels.PerClass([gpc.kernels.SquaredExponential(v, 1.0) for v in (1.0, -1.0)]), "variance must be"),
     ]:

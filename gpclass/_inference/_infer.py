@@ -95,7 +95,7 @@ def apply_mask(method, likelihood, y, mask, checks):
         return y, likelihood
     if likelihood.num_latent != 1 or not method.supports_mask:
         raise GPClassError(f"mask: supported for binary likelihoods with gpc.Laplace(), gpc.EP() and gpc.KL(); got "
-                         f"{type(method).__name__} with {type(likelihood).__name__}.")
+                           f"{type(method).__name__} with {type(likelihood).__name__}.")
     mask = jnp.asarray(mask)
     if mask.shape != y.shape or not (mask.dtype == bool or jnp.issubdtype(mask.dtype, jnp.integer)):
         raise GPClassError(f"mask must be booleans of shape {y.shape}; got {mask.dtype} of shape {mask.shape}.")
@@ -122,7 +122,7 @@ def solve(method, K, likelihood, y, init, key=None, checks=None):
             K = checks.attach(check_covariance_operator(K, checks))
         if likelihood.num_latent > 1 and not method.multiclass:
             raise GPClassError(f"a sparse prior (gpc.Sparse) with the multi-class {type(likelihood).__name__} "
-                             f"likelihood needs gpc.Laplace(); got {type(method).__name__}.")
+                               f"likelihood needs gpc.Laplace(); got {type(method).__name__}.")
         return method.solve_sparse(K, likelihood, y, init, key)
     if checks is not None:
         K = checks.attach(check_covariance(K, checks))

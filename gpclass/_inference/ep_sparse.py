@@ -33,10 +33,10 @@ def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     """Sparse EP: sweeps to the fixed point on ``stop_gradient`` inputs, then log Z_EP at the converged sites."""
     if op.power != 1.0:
         raise GPClassError("EP under a sparse prior supports FITC only (gpc.Sparse(..., approximation='fitc')); "
-                         "for VFE use gpc.KL() or gpc.Laplace().")
+                           "for VFE use gpc.KL() or gpc.Laplace().")
     if not likelihood.log_concave:
         raise GPClassError(f"sparse EP needs a log-concave likelihood (its gradient holds the sites fixed); "
-                         f"{type(likelihood).__name__} is not.")
+                           f"{type(likelihood).__name__} is not.")
     n = op.shape[0]
     tau0 = jnp.zeros(n, op.dtype) if init is None else jnp.asarray(init[0], op.dtype)
     nu0 = jnp.zeros(n, op.dtype) if init is None else jnp.asarray(init[1], op.dtype)

@@ -167,6 +167,7 @@ def _float32_start(method: Laplace, K, likelihood, y, a0):
     _, a32, steps, _, _ = newton(
         lambda a: _psi(K32, likelihood32, y32, a),
         lambda a, f: _newton_direction(K32, likelihood32, y32, a, f),
+        lambda f: _residual(K32, likelihood32, y32, f),
         a32,
         tol=None,
         max_steps=method.max_steps,
@@ -194,8 +195,7 @@ def _psi(K, likelihood, y, a):
 
 
 def _newton_direction(K, likelihood, y, a, f):
-    """The Newton direction in a (GPML Algorithm 3.1 lines 4-7), the rounding level of Psi at a and the
-    residual of the mode's equation f = K grad log p(y|f) (``_newton.mode_residual``).
+    """The Newton direction in a (GPML Algorithm 3.1 lines 4-7) and the rounding level of Psi at a.
 
     Psi = log p(y|K a) - 1/2 a^T K a is computed with an absolute rounding error
     of about eps (sum |log p| + sum (|grad| + |a|) |K| |a|); for stiff kernels
@@ -206,9 +206,15 @@ def _newton_direction(K, likelihood, y, a, f):
     sqrt_w = sqrt_precision(W)
     L = factor_b(K, sqrt_w)
     a_new = solve_i_plus_wk(K, sqrt_w, L, W * f + grad)
-    scale, k_abs_grad = (jnp.abs(K) @ jnp.stack([jnp.abs(a), jnp.abs(grad)], axis=1)).T
+    scale = jnp.abs(K) @ jnp.abs(a)
     noise = jnp.finfo(K.dtype).eps * (jnp.sum(jnp.abs(log_lik)) + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * scale))
-    return a_new - a, noise, mode_residual(f, K @ grad, k_abs_grad)
+    return a_new - a, noise
+
+
+def _residual(K, likelihood, y, f):
+    """The residual of the mode's equation f = K grad log p(y|f) (``_newton.mode_residual``)."""
+    grad = likelihood.derivatives(y, f)[1]
+    return mode_residual(f, K @ grad, jnp.abs(K) @ jnp.abs(grad))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -221,6 +227,7 @@ def _mode(method: Laplace, K, likelihood, y, a0):
     f, a, steps, status, change = newton(
         lambda a: _psi(K, likelihood, y, a),
         lambda a, f: _newton_direction(K, likelihood, y, a, f),
+        lambda f: _residual(K, likelihood, y, f),
         a0,
         tol=method.tol,
         residual_tol=method.residual_tol,

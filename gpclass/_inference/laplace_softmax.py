@@ -105,7 +105,7 @@ def solve_i_plus_wk_cg(K, pi, v: Float[Array, "n C"], tol: float, max_steps: int
 
 
 def _newton_direction(K, Y, a, F):
-    """The Newton step in a, the rounding level of Psi at a and the residual of F = K (Y - pi(F)).
+    """The Newton step in a and the rounding level of Psi at a.
 
     Algorithm 3.3 (lines 4-13) computes the new point (I + W K)^-1 (W f + y - pi);
     the step to it is da = (I + W K)^-1 (y - pi - a), whose right-hand side is
@@ -117,9 +117,14 @@ def _newton_direction(K, Y, a, F):
     da, _ = solve_i_plus_wk_cg(K, pi, g, tolerance(None, F.dtype, 1e-8, 1e-5), F.size)
     eps = jnp.finfo(F.dtype).eps
     log_lik_scale = jnp.sum(jnp.abs(Y * F)) + jnp.sum(jnp.abs(jax.nn.logsumexp(F, axis=1)))
-    abs_K = jnp.abs(K)
-    noise = eps * (log_lik_scale + jnp.sum((jnp.abs(Y - pi) + jnp.abs(a)) * class_matmul(abs_K, jnp.abs(a))))
-    return da, noise, mode_residual(F, class_matmul(K, Y - pi), class_matmul(abs_K, jnp.abs(Y - pi)))
+    noise = eps * (log_lik_scale + jnp.sum((jnp.abs(Y - pi) + jnp.abs(a)) * class_matmul(jnp.abs(K), jnp.abs(a))))
+    return da, noise
+
+
+def _residual(K, Y, F):
+    """The residual of F = K (Y - pi(F)) (``_newton.mode_residual``)."""
+    g = Y - jax.nn.softmax(F, axis=1)
+    return mode_residual(F, class_matmul(K, g), class_matmul(jnp.abs(K), jnp.abs(g)))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -132,6 +137,7 @@ def softmax_mode(method, K, Y, a0):
     F, a, steps, status, change = newton(
         lambda a: _psi(K, Y, a),
         lambda a, F: _newton_direction(K, Y, a, F),
+        lambda F: _residual(K, Y, F),
         a0,
         tol=method.tol,
         residual_tol=method.residual_tol,

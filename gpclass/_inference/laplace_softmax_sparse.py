@@ -115,23 +115,31 @@ def _psi(op, Y, a):
 
 
 def _direction(op, Y, a, F):
-    """The Newton step da = (I + W K~)^-1 (y - pi - a) (the gradient of Psi in f; see ``laplace_softmax``), the
-    rounding level of Psi and the residual of F = K~ (Y - pi(F))."""
+    """The Newton step da = (I + W K~)^-1 (y - pi - a) (the gradient of Psi in f; see ``laplace_softmax``) and the
+    rounding level of Psi."""
     pi = jax.nn.softmax(F, axis=1)
     da = softmax_factor(op, pi).solve_i_plus_wk(op, Y - pi - a)
     eps = jnp.finfo(F.dtype).eps
     log_lik_scale = jnp.sum(jnp.abs(Y * F)) + jnp.sum(jnp.abs(jax.nn.logsumexp(F, axis=1)))
     noise = eps * (log_lik_scale + jnp.sum((jnp.abs(Y - pi) + jnp.abs(a)) * jnp.abs(F))
                    + jnp.sum(a * a * op.diagonal()[:, None]))
-    return da, noise, mode_residual(F, class_mv(op, Y - pi), op.abs_mv(jnp.abs(Y - pi)))
+    return da, noise
+
+
+def _residual(op, abs_phi, Y, F):
+    """The residual of F = K~ (Y - pi(F)) (``_newton.mode_residual``); ``abs_phi`` is |Phi|."""
+    g = Y - jax.nn.softmax(F, axis=1)
+    return mode_residual(F, class_mv(op, g), op.abs_mv(jnp.abs(g), abs_phi))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _mode(method, op, Y, a0):
     """F^(K~), differentiable by the implicit function theorem (no Newton step is stored)."""
+    abs_phi = jnp.abs(op.Phi)  # formed once, not in every step
     F, a, steps, status, change = newton(
         lambda a: _psi(op, Y, a),
         lambda a, F: _direction(op, Y, a, F),
+        lambda F: _residual(op, abs_phi, Y, F),
         a0,
         tol=method.tol,
         residual_tol=method.residual_tol,

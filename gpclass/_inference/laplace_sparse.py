@@ -51,7 +51,7 @@ def _psi(op, likelihood, y, a):
 
 
 def _direction(op, likelihood, y, a, f):
-    """The Newton step in a, the rounding level of Psi and the mode's residual (as ``laplace._newton_direction``)."""
+    """The Newton step in a and the rounding level of Psi (as ``laplace._newton_direction``)."""
     log_lik, grad, W = likelihood.derivatives(y, f)
     # GPML's a_new = (I + W K~)^-1 (W f + grad) as the step a_new - a = (I + W K~)^-1 (grad - a) (K~ a = f):
     # its right-hand side, the gradient of Psi in f, vanishes at the mode, instead of cancelling against a.
@@ -59,15 +59,23 @@ def _direction(op, likelihood, y, a, f):
     noise = jnp.finfo(op.dtype).eps * (
         jnp.sum(jnp.abs(log_lik)) + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * jnp.abs(f)) + jnp.dot(a * a, op.diagonal())
     )
-    return da, noise, mode_residual(f, op.mv(grad), op.abs_mv(jnp.abs(grad)))
+    return da, noise
+
+
+def _residual(op, abs_phi, likelihood, y, f):
+    """The residual of f = K~ grad log p(y|f) (``_newton.mode_residual``); ``abs_phi`` is |Phi|."""
+    grad = likelihood.derivatives(y, f)[1]
+    return mode_residual(f, op.mv(grad), op.abs_mv(jnp.abs(grad), abs_phi))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _mode(method, op, likelihood, y, a0):
     """f^(K~, likelihood), differentiable by the implicit function theorem (no Newton step is stored)."""
+    abs_phi = jnp.abs(op.Phi)  # formed once, not in every step
     f, a, steps, status, change = newton(
         lambda a: _psi(op, likelihood, y, a),
         lambda a, f: _direction(op, likelihood, y, a, f),
+        lambda f: _residual(op, abs_phi, likelihood, y, f),
         a0,
         tol=method.tol,
         residual_tol=method.residual_tol,

@@ -76,7 +76,8 @@ class MCMC(AbstractInference):
         shape = (self.num_chains, K.shape[0])
         start = jnp.zeros(shape, K.dtype) if init is None else jnp.asarray(init, K.dtype)
         if start.shape != shape:
-            raise GPClassError(f"MCMC init must have shape (num_chains, n) = {shape} (whitened latents); got {start.shape}.")
+            raise GPClassError(f"MCMC init must have shape (num_chains, n) = {shape} (whitened latents); got "
+                               f"{start.shape}.")
 
         progress = as_progress(self.progress)
         total = self.num_warmup + self.num_samples

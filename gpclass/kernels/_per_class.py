@@ -29,11 +29,13 @@ class PerClass(AbstractKernel):
         else:
             kernels = list(kernels)
             if len(kernels) < 2 or len({jax.tree.structure(k) for k in kernels}) != 1:
-                raise GPClassError("PerClass needs at least two kernels of the same structure (type and static fields).")
+                raise GPClassError("PerClass needs at least two kernels of the same structure (type and static "
+                                   "fields).")
             stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *kernels)
         leading = {jnp.shape(leaf)[0] if jnp.ndim(leaf) else None for leaf in jax.tree.leaves(stacked)}
         if len(leading) != 1 or None in leading:
-            raise GPClassError(f"PerClass: every parameter needs the same leading class axis; got leading sizes {leading}.")
+            raise GPClassError("PerClass: every parameter needs the same leading class axis; got leading sizes "
+                               f"{leading}.")
         self.kernels = stacked
 
     @property
