@@ -58,7 +58,6 @@ from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import apply_mask, prior_covariance, solve
 from ._iterate import tolerance
 from ._progress import Progress, as_progress, due, every_for, report
-from ._sparse import Sparse
 from ._status import Status, raise_unless_successful, successful
 from ._types import Array, Float, Int
 from ._validation import Checks, check_inputs, check_two_classes, require_setting
@@ -200,8 +199,7 @@ def fit(
     params, static = eqx.partition((kernel, likelihood), eqx.is_inexact_array)
     if not jax.tree.leaves(params):
         raise GPClassError("fit: the kernel and likelihood have no floating-point parameters to fit.")
-    if isinstance(kernel, Sparse):
-        kernel.check_inputs(X)
+    kernel.check_inputs(X)
     to_free, from_free = parameter_transforms(params, (kernel, likelihood))
     # The free coordinates as one vector: the optimiser's arithmetic is then a few vector operations.
     z0, unravel = jax.flatten_util.ravel_pytree(to_free(params, checks))
@@ -312,7 +310,7 @@ def fit(
     result = FitResult(
         kernel=kernel,
         likelihood=likelihood,
-        posterior=s.solution.posterior(kernel, likelihood, X),
+        posterior=s.solution.conditioned(kernel, likelihood, X),
         objective=-s.value,
         history=s.history,
         num_steps=s.steps,

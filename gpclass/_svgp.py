@@ -45,6 +45,7 @@ from jax.scipy.special import logsumexp
 
 from . import _dense as dense
 from ._exceptions import GPClassError
+from ._inference._posterior import AbstractPosterior
 from ._types import Array, Float
 from ._validation import as_float, require_setting
 from .kernels import AbstractKernel
@@ -53,7 +54,7 @@ from .likelihoods import AbstractLikelihood, Softmax
 _ESTIMATORS = ("monte_carlo", "jensen")
 
 
-class SVGP(eqx.Module):
+class SVGP(AbstractPosterior):
     """A sparse variational posterior: kernel, likelihood, inducing inputs Z and the whitened q(v) = N(mu, S S^T).
 
     Attributes:
@@ -105,10 +106,6 @@ class SVGP(eqx.Module):
         require_setting("SVGP", "num_samples", self.num_samples, low=1, low_open=False, integer=True)
         require_setting("SVGP", "jitter", self.jitter, low_open=False)
 
-    @property
-    def num_latent(self) -> int:
-        """Latent GPs: 1 for a binary likelihood, C for the softmax."""
-        return getattr(self.likelihood, "num_latent", 1)
 
     @classmethod
     def at_prior(cls, kernel, likelihood, inducing, *, jitter: float = 1e-6, estimator: str = "monte_carlo",
@@ -128,9 +125,21 @@ class SVGP(eqx.Module):
         L = dense.cholesky(K_zz + self.jitter * jnp.mean(jnp.diagonal(K_zz)) * jnp.eye(m, dtype=K_zz.dtype))
         return dense.solve_triangular(L, self.kernel.gram(self.inducing, X), lower=True)
 
-    def latent(self, X: Float[Array, "b d"]) -> tuple[Float[Array, " b"] | Float[Array, "b C"], ...]:
+    @property
+    def input_dim(self) -> int:
+        return self.inducing.shape[1]
+
+    def marginals(self, X: Float[Array, "b d"]) -> tuple[Float[Array, " b"] | Float[Array, "b C"], ...]:
         """Mean and variance of q(f_x) (the module docstring's marginals); softmax: both of shape (b, C)."""
         return self._marginals(self._projection(X), X)
+
+    def _latent(self, X_test):
+        """The marginals of q(f*); softmax: means (m, C) and diagonal covariances (m, C, C), the softmax
+        posteriors' shapes (q's classes are independent)."""
+        mean, var = self.marginals(X_test)
+        if self.num_latent > 1:
+            return mean, var[..., None] * jnp.eye(self.num_latent, dtype=var.dtype)
+        return mean, var
 
     def _marginals(self, A, X):
         SA = jnp.swapaxes(jnp.tril(self.q_sqrt), -1, -2) @ A  # (m, b), softmax (C, m, b): S_c^T A

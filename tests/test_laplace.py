@@ -23,6 +23,7 @@ from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 import gpclass as gpc
+from gpclass._covariance import DenseCovariance
 from gpclass._inference.laplace import _float32_start as float32_start
 from gpclass._linalg import inverse_from_cholesky
 from gpclass._validation import check_binary_labels
@@ -282,7 +283,7 @@ FLOAT32_START = log_marginal_functions(gpc.Laplace(float32_start=True))
 
 def float32_start_from_zero(K, y):
     """The float32 phase alone from a = 0: (its point, its steps); module level, so one compiled program."""
-    return float32_start(gpc.Laplace(), K, LOGISTIC, y, jnp.zeros_like(y))
+    return float32_start(gpc.Laplace(), DenseCovariance(K), LOGISTIC, y, jnp.zeros_like(y))
 
 
 @pytest.mark.parametrize("log_sigma_f", [np.log(2.0) / 2, 9.0])

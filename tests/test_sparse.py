@@ -20,6 +20,7 @@ import pytest
 from conftest import FAST_COMPILE, gram, standardised_subset
 
 import gpclass as gpc
+from gpclass._covariance import DenseCovariance
 from gpclass._inference._infer import solve
 from gpclass._inference._jaakkola_jordan import jj_lambda
 
@@ -56,7 +57,7 @@ def sparse_prior_matrices(sparse):
 
 @functools.partial(compile_fast, static_argnums=(0, 2))
 def _dense_solve(method, K, likelihood, y):
-    return solve(method, K, likelihood, y, None)
+    return solve(method, DenseCovariance(K), likelihood, y, None)
 
 
 def dense_oracle(method, K, likelihood):

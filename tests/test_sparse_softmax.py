@@ -17,6 +17,7 @@ import pytest
 from conftest import FAST_COMPILE, assert_directional_derivatives, gram, standardised_subset
 
 import gpclass as gpc
+from gpclass._covariance import DenseCovariance
 from gpclass._inference._infer import solve
 
 C = 4
@@ -48,7 +49,7 @@ def _sparse_prior_matrices(sparse):
 
 @compile_fast
 def _dense_softmax_laplace(K):
-    return solve(gpc.Laplace(), K, SOFTMAX, jnp.asarray(Y_ONE_HOT), None)
+    return solve(gpc.Laplace(), DenseCovariance(K), SOFTMAX, jnp.asarray(Y_ONE_HOT), None)
 
 
 def dense_laplace(K):

@@ -3,6 +3,7 @@
 from ._base import AbstractInference
 from ._infer import infer
 from ._posterior import (
+    AbstractPosterior,
     GaussianPosterior,
     SamplePosterior,
     SamplerInfo,
@@ -21,6 +22,7 @@ from .mcmc import MCMC
 
 __all__ = [
     "AIS",
+    "AbstractPosterior",
     "AbstractInference",
     "EP",
     "MCMC",

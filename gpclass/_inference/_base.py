@@ -1,25 +1,26 @@
 """The inference-method protocol."""
 
-import abc
-
 import equinox as eqx
 
+from .._covariance import AbstractCovariance
+from .._covariance._base import MATRIX
 from .._exceptions import GPClassError
-from .._types import Array, Float
+from .._types import Array
 from ..likelihoods import AbstractLikelihood
-from ._posterior import GaussianSolution, SampleSolution, SoftmaxSolution, SparseSolution
+from ._posterior import AbstractPosterior
 
 
 class AbstractInference(eqx.Module):
     """An immutable configuration of an approximate inference method.
 
-    ``solve`` works on a covariance matrix and never sees the kernel that made
-    it.  It returns a typed solution (``GaussianSolution``, or
-    ``SoftmaxSolution`` / ``SampleSolution``) whose ``info`` carries a
-    :class:`gpclass.Status`; whether a failure raises is decided by the caller
-    (``gpc.infer(..., throw=...)``), never by the method.  ``multiclass`` says
-    whether ``solve`` accepts likelihoods with several latent functions per
-    case (``likelihood.num_latent > 1``: the softmax).
+    ``solve`` works on the prior covariance as an operator
+    (``gpclass._covariance``: a kernel's Gram matrix, a sparse prior's K~, per-class
+    blocks) and never sees the kernel that made it.  It returns the posterior of
+    its kind without kernel, likelihood and inputs (``gpc.infer`` adds them),
+    whose ``info`` carries a :class:`gpclass.Status`; whether a failure raises
+    is decided by the caller (``gpc.infer(..., throw=...)``), never by the
+    method.  ``multiclass`` says whether ``solve`` accepts likelihoods with
+    several latent functions per case (``likelihood.num_latent > 1``: the softmax).
     """
 
     multiclass = False
@@ -28,20 +29,29 @@ class AbstractInference(eqx.Module):
     def check_ml2(self) -> None:
         """Raise if maximising this method's ``log_marginal`` over hyperparameters is ill-posed (default: fine)."""
 
-    def solve_sparse(self, K, likelihood, y, init=None, key=None) -> SparseSolution:
-        """The approximation under a sparse prior ``K`` (a ``LowRankCovariance``, built by ``gpc.Sparse``)."""
+    def solve(
+        self,
+        op: AbstractCovariance,
+        likelihood: AbstractLikelihood,
+        y,
+        init=None,
+        key: Array | None = None,
+    ) -> AbstractPosterior:
+        """Approximate the posterior for the prior ``op`` and labels as ``likelihood.check_labels`` gives them.
+
+        By default the exact prior goes to :meth:`solve_matrix` (with K) and any other to :meth:`solve_low_rank`.
+        """
+        if MATRIX in op.capabilities:
+            return self.solve_matrix(op.K, likelihood, y, init, key)
+        return self.solve_low_rank(op, likelihood, y, init, key)
+
+    def solve_matrix(self, K, likelihood, y, init=None, key=None) -> AbstractPosterior:
+        """The approximation for the dense prior covariance K (n x n, or C x n x n per class)."""
+        raise NotImplementedError
+
+    def solve_low_rank(self, op, likelihood, y, init=None, key=None) -> AbstractPosterior:
+        """The approximation under a sparse prior (a ``LowRankCovariance``, built by ``gpc.Sparse``)."""
         raise GPClassError(
             f"{type(self).__name__} does not support a sparse prior (gpc.Sparse); use gpc.Laplace(), gpc.EP(), gpc.KL() "
             "or gpc.JaakkolaJordan()."
         )
-
-    @abc.abstractmethod
-    def solve(
-        self,
-        K: Float[Array, "n n"] | Float[Array, "C n n"],
-        likelihood: AbstractLikelihood,
-        y: Float[Array, " n"] | Float[Array, "n C"],
-        init=None,
-        key: Array | None = None,
-    ) -> GaussianSolution | SoftmaxSolution | SampleSolution:
-        """Approximate the posterior for prior covariance K and labels as ``likelihood.check_labels`` gives them."""

@@ -2,16 +2,17 @@
 
 import jax.numpy as jnp
 
+from .._covariance._base import CLASSES
 from .._errors import entry_point
 from .._exceptions import GPClassError
-from .._sparse import LowRankCovariance, Sparse
+from .._sparse import Sparse
 from .._status import raise_unless_successful
-from .._validation import Checks, check_covariance, check_covariance_operator, check_inputs
+from .._validation import Checks, check_inputs
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood
 from ..likelihoods._masked import Masked
 from ._base import AbstractInference
-from ._posterior import GaussianPosterior, SamplePosterior, SoftmaxPosterior, SparsePosterior, SparseSoftmaxPosterior
+from ._posterior import AbstractPosterior
 
 
 @entry_point
@@ -26,7 +27,7 @@ def infer(
     key=None,
     mask=None,
     throw: bool = True,
-) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior | SparsePosterior | SparseSoftmaxPosterior:
+) -> AbstractPosterior:
     """Approximate the posterior over latent values for training data (X, y).
 
     Args:
@@ -74,19 +75,18 @@ def infer(
     y = likelihood.check_labels(y, X.shape[0], X.dtype, checks)
     kernel.parameter_checks(checks)
     likelihood.parameter_checks(checks)
-    if isinstance(kernel, Sparse):
-        kernel.check_inputs(X)
+    kernel.check_inputs(X)
     y, solve_likelihood = apply_mask(method, likelihood, y, mask, checks)
     solution = solve(method, prior_covariance(kernel, X), solve_likelihood, y, init, key, checks)
-    posterior = solution.posterior(kernel, likelihood, X)
+    posterior = solution.conditioned(kernel, likelihood, X)
     return raise_unless_successful(posterior, posterior.info.status, type(method).__name__) if throw else posterior
 
 
 def solve_posterior(
     method, kernel, likelihood, X, y, init, key=None, checks=None
-) -> GaussianPosterior | SoftmaxPosterior | SamplePosterior:
+) -> AbstractPosterior:
     """:func:`infer` for inputs checked by :func:`check_inputs` and ``likelihood.check_labels``."""
-    return solve(method, prior_covariance(kernel, X), likelihood, y, init, key, checks).posterior(kernel, likelihood, X)
+    return solve(method, prior_covariance(kernel, X), likelihood, y, init, key, checks).conditioned(kernel, likelihood, X)
 
 
 def apply_mask(method, likelihood, y, mask, checks):
@@ -105,32 +105,25 @@ def apply_mask(method, likelihood, y, mask, checks):
 
 
 def prior_covariance(kernel, X):
-    """The prior covariance of the training inputs: K, or the operator K~ of a sparse prior (``gpc.Sparse``)."""
-    return kernel.covariance(X) if isinstance(kernel, Sparse) else kernel.gram(X)
+    """The prior covariance of the training inputs as an operator (``gpclass._covariance``): a kernel's Gram
+    matrix, a ``PerClass`` kernel's blocks, or a sparse prior's K~ (``gpc.Sparse``)."""
+    return kernel.covariance(X)
 
 
-def solve(method, K, likelihood, y, init, key=None, checks=None):
-    """``method.solve`` on the prior covariance K (the typed solution), refusing what the method cannot do.
+def solve(method, op, likelihood, y, init, key=None, checks=None):
+    """``method.solve`` on the prior covariance ``op`` (the method's posterior), refusing what the method cannot do.
 
-    With ``checks``, adds the checks of K (finite, non-negative diagonal) and
-    attaches them all to K, which every method's result is computed from.
-    ``gpc.fit`` passes none: it probes extreme hyperparameters and counts a
-    failure there as an infeasible point, not an error.
+    With ``checks``, adds the checks of the operator's values (finite, non-negative prior variances) and
+    attaches them all to it, which every method's result is computed from.  ``gpc.fit`` passes none: it
+    probes extreme hyperparameters and counts a failure there as an infeasible point, not an error.
     """
-    if isinstance(K, LowRankCovariance):
-        if checks is not None:
-            K = checks.attach(check_covariance_operator(K, checks))
-        if likelihood.num_latent > 1 and not method.multiclass:
-            raise GPClassError(f"a sparse prior (gpc.Sparse) with the multi-class {type(likelihood).__name__} "
-                               f"likelihood needs gpc.Laplace(); got {type(method).__name__}.")
-        return method.solve_sparse(K, likelihood, y, init, key)
     if checks is not None:
-        K = checks.attach(check_covariance(K, checks))
+        op = checks.attach(op.value_checks(checks))
     if likelihood.num_latent > 1 and not method.multiclass:
         raise GPClassError(
-            f"{type(method).__name__} does not support the multi-class {type(likelihood).__name__} likelihood; "
-            "use gpc.Laplace()."
+            f"{type(method).__name__} does not support the multi-class {type(likelihood).__name__} likelihood, "
+            "which needs gpc.Laplace()."
         )
-    if K.ndim != 2 and likelihood.num_latent == 1:
+    if likelihood.num_latent == 1 and CLASSES in op.capabilities:
         raise GPClassError("a PerClass kernel needs the multi-class gpc.likelihoods.Softmax likelihood.")
-    return method.solve(K, likelihood, y, init, key)
+    return method.solve(op, likelihood, y, init, key)

@@ -1,31 +1,47 @@
-"""The posteriors gpc.infer returns, and the typed solutions the methods compute them from.
+"""The posteriors gpc.infer returns; each predicts.
 
-A method's ``solve`` sees only the covariance matrix; it returns a
-``GaussianSolution``, ``SoftmaxSolution`` or ``SampleSolution``, and
-``solution.posterior(kernel, likelihood, X)`` adds what the method never sees.
+A method's ``solve`` sees only the prior covariance; it returns the posterior
+of its kind with ``kernel``, ``likelihood`` and ``X`` unset (``None``), and
+:func:`gpclass.infer` completes it with :meth:`AbstractPosterior.conditioned`
+(a new object, never a mutation).  ``gpc.fit`` carries the incomplete one
+through its loop.
+
+Every posterior predicts in the same two ways: :meth:`latent` (the latent
+predictive moments) and :meth:`predict` (class probabilities), which are
+:func:`gpclass.predict_latent` and :func:`gpclass.predict` (the checked,
+compiled entry points).  Those call the kind's own ``_latent`` and
+``_probability``: the formulas of GPML Algorithms 3.2, 3.4 and 3.6, the
+``apxSparse`` predictive form and the sample average of Kuss & Rasmussen.
 """
 
 import dataclasses
+import functools
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 from jaxtyping import PyTree
 
+from .. import _dense as dense
+from .._covariance import DenseCovariance, LowRankCovariance
+from .._exceptions import GPClassError
+from .._linalg import latent_variance_reduction
 from .._status import Status
 from .._types import Array, Bool, Float, Int
 from ..kernels import AbstractKernel
-from ..likelihoods import AbstractLikelihood
+from ..likelihoods import AbstractLikelihood, mackay_probability
 
 
 class SolverInfo(eqx.Module):
     """Diagnostics of the inner solver.
 
     ``num_steps``: Newton steps (Laplace) or sweeps (EP) taken.  ``status``: a
-    :class:`gpclass.Status` code (``CONVERGED``, ``STALLED``, ``MAX_STEPS`` or
-    ``FAILED``); ``converged`` is ``status == CONVERGED``.  ``max_change``: the size of the last
-    update, relative as in the convergence test: for Laplace the largest
-    component of the last full Newton step in f, over 1 + max |f|; for EP the
-    largest change of a site parameter (tau~ or nu~) in the last sweep, over
-    1 + max |tau~| (resp. |nu~|).
+    :class:`gpclass.Status` code (``CONVERGED``, ``STALLED``, ``MAX_STEPS``,
+    ``FAILED`` or ``IMPRECISE``); ``converged`` is ``status == CONVERGED``.
+    ``max_change``: the size of the last update, relative as in the
+    convergence test: for Laplace the largest component of the last full
+    Newton step in f, over 1 + max |f|; for EP the largest change of a site
+    parameter (tau~ or nu~) in the last sweep, over 1 + max |tau~| (resp. |nu~|).
     """
 
     num_steps: Int[Array, ""]
@@ -35,100 +51,6 @@ class SolverInfo(eqx.Module):
     @property
     def converged(self) -> Bool[Array, ""]:
         return self.status == Status.CONVERGED
-
-
-class GaussianPosterior(eqx.Module):
-    """q(f|X, y) = N(mean, (K^-1 + W)^-1) in GPML's {alpha, sW, L} form.
-
-    Predictions at test inputs (GPML Algorithm 3.2 / 3.6) need only
-    ``alpha`` (E[f*] = k*^T alpha), ``sqrt_w`` and ``chol`` (the Cholesky factor
-    of B = I + W^1/2 K W^1/2: V[f*] = k** - |L^-1 W^1/2 k*|^2).  Laplace gives
-    alpha = grad log p(y|f^) and W = -grad grad log p(y|f^); EP gives the site
-    parameters.  ``log_marginal`` is the method's approximation to
-    log p(y|X, theta), differentiable with respect to the kernel and likelihood.
-    ``warm_start`` is the method's own state to start a later solve from
-    (Laplace: a = K^-1 f^; EP: the site parameters), passed explicitly as
-    ``gpc.infer(..., init=posterior.warm_start)``.
-    """
-
-    kernel: AbstractKernel
-    likelihood: AbstractLikelihood
-    X: Float[Array, "n d"]
-    alpha: Float[Array, " n"]
-    sqrt_w: Float[Array, " n"]
-    chol: Float[Array, "n n"]
-    mean: Float[Array, " n"]
-    log_marginal: Float[Array, ""]
-    info: SolverInfo
-    warm_start: PyTree[Array]
-
-
-class SoftmaxPosterior(eqx.Module):
-    """q(f|X, y) = N(F^, (K^-1 + W)^-1) for the C latent functions of a softmax model (GPML section 3.5).
-
-    Latents are laid out as (n, C) arrays.  Predictions (GPML Algorithm 3.4)
-    need ``alpha`` = y - pi^ (E[f*^c] = k_c*^T alpha^c, eq. 3.41), the blocks
-    ``e_blocks`` E_c = D_c^1/2 (I + D_c^1/2 K_c D_c^1/2)^-1 D_c^1/2 of shape (C, n, n)
-    and ``chol_sum_e``, the Cholesky factor M of sum_c E_c (eqs. 3.43, 3.47).
-    ``log_marginal`` is eq. 3.44; ``warm_start`` is a = K^-1 F^ (n, C).
-    """
-
-    kernel: AbstractKernel
-    likelihood: eqx.Module
-    X: Float[Array, "n d"]
-    alpha: Float[Array, "n C"]
-    e_blocks: Float[Array, "C n n"]
-    chol_sum_e: Float[Array, "n n"]
-    mean: Float[Array, "n C"]
-    log_marginal: Float[Array, ""]
-    info: SolverInfo
-    warm_start: PyTree[Array]
-
-
-class SparsePosterior(eqx.Module):
-    """q(f) for a sparse prior ``gpc.Sparse`` (FITC, VFE, power EP), in GPML's ``apxSparse`` predictive form.
-
-    With a* = L_uu^-1 k(Z, x*) (L_uu L_uu^T = K_uu + jitter):
-    E[f*] = k(x*, Z) ``alpha`` and V[f*] = k(x*, x*) - |a*|^2 + |``chol_u``^-1 a*|^2,
-    where ``alpha`` = K_uu^-1 K_un a (a = K~^-1 mean) and ``chol_u`` is the factor of
-    I + V D V^T at the solution (see ``gpclass._sparse``).  ``mean`` is the latent
-    mean at the training inputs; ``log_marginal`` the method's approximation
-    to log p(y|X, theta) under the sparse prior, differentiable with respect to
-    the kernel, the inducing inputs and the likelihood.
-    """
-
-    kernel: eqx.Module
-    likelihood: AbstractLikelihood
-    X: Float[Array, "n d"]
-    alpha: Float[Array, " m"]
-    chol_uu: Float[Array, "m m"]
-    chol_u: Float[Array, "m m"]
-    mean: Float[Array, " n"]
-    log_marginal: Float[Array, ""]
-    info: SolverInfo
-    warm_start: PyTree[Array]
-
-
-class SparseSoftmaxPosterior(eqx.Module):
-    """q(F) for a softmax likelihood under a sparse prior ``gpc.Sparse`` shared by the classes.
-
-    With w* = L_uu^-1 k(Z, x*): E[f*^c] = k(x*, Z) ``alpha[:, c]`` and
-    Cov[f*] = (k(x*, x*) - |w*|^2) I + W*^T H^-1 W*, W* = I_C (x) w*, where
-    ``alpha`` = K_uu^-1 K_un (y - pi^) (m, C) and ``chol_h`` is the Cholesky
-    factor of the Cm x Cm matrix H at the mode (``laplace_softmax_sparse``).
-    ``mean`` is the mode F^ (n, C); ``warm_start`` a = K~^-1 F^.
-    """
-
-    kernel: eqx.Module
-    likelihood: eqx.Module
-    X: Float[Array, "n d"]
-    alpha: Float[Array, "m C"]
-    chol_uu: Float[Array, "m m"]
-    chol_h: Float[Array, "Cm Cm"]
-    mean: Float[Array, "n C"]
-    log_marginal: Float[Array, ""]
-    info: SolverInfo
-    warm_start: PyTree[Array]
 
 
 class SamplerInfo(eqx.Module):
@@ -147,7 +69,235 @@ class SamplerInfo(eqx.Module):
     status: Int[Array, ""]
 
 
-class SamplePosterior(eqx.Module):
+class AbstractPosterior(eqx.Module):
+    """What every posterior (and :class:`gpclass.SVGP`) offers: latent moments and class probabilities.
+
+    A subclass implements ``_latent(X_test)`` (unchecked test inputs) and, if
+    the default does not fit it, ``_probability``; ``num_latent`` is 1 for a
+    binary likelihood and C for the softmax.
+    """
+
+    @property
+    def num_latent(self) -> int:
+        return getattr(self.likelihood, "num_latent", 1)
+
+    @property
+    def input_dim(self) -> int:
+        """d, the number of input dimensions the posterior predicts at."""
+        return self.X.shape[1]
+
+    def latent(self, X_test):
+        """The latent predictive moments at ``X_test``: :func:`gpclass.predict_latent` (checked, compiled)."""
+        from .._predict import predict_latent
+
+        return predict_latent(self, X_test)
+
+    def predict(self, X_test, *, approximation: str | None = None, key: Array | None = None,
+                num_samples: int = 10_000):
+        """Class probabilities at ``X_test``: :func:`gpclass.predict` (checked, compiled)."""
+        from .._predict import predict
+
+        return predict(self, X_test, approximation=approximation, key=key, num_samples=num_samples)
+
+    def conditioned(self, kernel, likelihood, X):
+        """This posterior with the prior, the likelihood and the training inputs set (a new object)."""
+        return dataclasses.replace(self, kernel=kernel, likelihood=likelihood, X=X)
+
+    def _latent(self, X_test):
+        raise NotImplementedError
+
+    def _probability(self, X_test, approximation, key, num_samples):
+        """p(y* = +1) (m,) for one latent, E[softmax(f*)] (m, C) for C (see :func:`gpclass.predict`)."""
+        mean, var = self._latent(X_test)
+        if self.num_latent > 1:
+            return _softmax_probability(self.likelihood, mean, var, approximation, key, num_samples)
+        return _binary_probability(self.likelihood, mean, var, approximation)
+
+
+def _binary_probability(likelihood, mean, var, approximation):
+    """The likelihood averaged over N(mean, var) (GPML eq. 3.25), or MacKay's sigma(kappa(var) mean)."""
+    if approximation is None:
+        return likelihood.predictive_probability(mean, var)
+    if approximation == "mackay":
+        return mackay_probability(mean, var)
+    raise GPClassError(f"approximation must be None or 'mackay'; got {approximation!r}.")
+
+
+def _softmax_probability(likelihood, mean, cov, approximation, key, num_samples):
+    """E[softmax(f*)] by Monte Carlo (GPML Algorithm 3.4) or the mean-field approximation."""
+    if approximation in (None, "monte_carlo"):
+        if key is None:
+            raise GPClassError(
+                "multi-class predictions average the softmax over the latent Gaussian by Monte Carlo "
+                "(GPML Algorithm 3.4), which needs an explicit key=jax.random.key(...); "
+                "or pass approximation='mean_field' for a deterministic approximation."
+            )
+        return likelihood.monte_carlo_probability(mean, cov, key, num_samples)
+    if approximation == "mean_field":
+        return likelihood.mean_field_probability(mean, cov)
+    raise GPClassError(f"approximation must be None, 'monte_carlo' or 'mean_field'; got {approximation!r}.")
+
+
+class GaussianPosterior(AbstractPosterior):
+    """q(f|X, y) = N(mean, (K^-1 + W)^-1) in GPML's {alpha, sW, L} form.
+
+    Predictions at test inputs (GPML Algorithm 3.2 / 3.6) need only
+    ``alpha`` (E[f*] = k*^T alpha), ``sqrt_w`` and ``chol`` (the Cholesky factor
+    of B = I + W^1/2 K W^1/2: V[f*] = k** - |L^-1 W^1/2 k*|^2).  Laplace gives
+    alpha = grad log p(y|f^) and W = -grad grad log p(y|f^); EP gives the site
+    parameters.  ``log_marginal`` is the method's approximation to
+    log p(y|X, theta), differentiable with respect to the kernel and likelihood.
+    ``warm_start`` is the method's own state to start a later solve from
+    (Laplace: a = K^-1 f^; EP: the site parameters), passed explicitly as
+    ``gpc.infer(..., init=posterior.warm_start)``.
+    """
+
+    alpha: Float[Array, " n"]
+    sqrt_w: Float[Array, " n"]
+    chol: Float[Array, "n n"]
+    mean: Float[Array, " n"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+    kernel: AbstractKernel | None = None
+    likelihood: AbstractLikelihood | None = None
+    X: Float[Array, "n d"] | None = None
+
+    def _latent(self, X_test) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
+        """E[f*] = k*^T alpha (GPML eq. 3.21), V[f*] = k** - |L^-1 W^1/2 k*|^2 (eq. 3.24, Algorithm 3.2)."""
+        K_cross = self.kernel.gram(X_test, self.X)
+        mean = K_cross @ self.alpha
+        return mean, self.kernel.diag(X_test) - latent_variance_reduction(self.chol, self.sqrt_w, K_cross)
+
+
+class SoftmaxPosterior(AbstractPosterior):
+    """q(f|X, y) = N(F^, (K^-1 + W)^-1) for the C latent functions of a softmax model (GPML section 3.5).
+
+    Latents are laid out as (n, C) arrays.  Predictions (GPML Algorithm 3.4)
+    need ``alpha`` = y - pi^ (E[f*^c] = k_c*^T alpha^c, eq. 3.41), the blocks
+    ``e_blocks`` E_c = D_c^1/2 (I + D_c^1/2 K_c D_c^1/2)^-1 D_c^1/2 of shape (C, n, n)
+    and ``chol_sum_e``, the Cholesky factor M of sum_c E_c (eqs. 3.43, 3.47).
+    ``log_marginal`` is eq. 3.44; ``warm_start`` is a = K^-1 F^ (n, C).
+    """
+
+    alpha: Float[Array, "n C"]
+    e_blocks: Float[Array, "C n n"]
+    chol_sum_e: Float[Array, "n n"]
+    mean: Float[Array, "n C"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+    kernel: AbstractKernel | None = None
+    likelihood: eqx.Module | None = None
+    X: Float[Array, "n d"] | None = None
+
+    def _latent(self, X_test) -> tuple[Float[Array, "m C"], Float[Array, "m C C"]]:
+        """GPML Algorithm 3.4, lines 8-16, for all test points at once.
+
+        mean_c = k_c*^T (y^c - pi^c)                                   (eq. 3.41)
+        cov_cc' = delta_cc' (k_c(x*, x*) - k_c*^T E_c k_c*) + b_c^T (sum_c E_c)^-1 b_c',  b_c = E_c k_c*
+                                                                       (eq. 3.43 with eq. 3.47)
+        """
+        E, M, alpha = self.e_blocks, self.chol_sum_e, self.alpha
+        K_cross = self.kernel.gram(X_test, self.X)  # (m, n) shared, (C, m, n) per class
+        prior_var = self.kernel.diag(X_test)  # (m,) or (C, m)
+        if K_cross.ndim == 2:
+            mean = K_cross @ alpha
+            b = jnp.einsum("cij,mj->cim", E, K_cross)
+            quad = jnp.einsum("mi,cim->mc", K_cross, b)
+            prior_var = prior_var[:, None]
+        else:
+            mean = jnp.einsum("cmi,ic->mc", K_cross, alpha)
+            b = jnp.einsum("cij,cmj->cim", E, K_cross)
+            quad = jnp.einsum("cmi,cim->mc", K_cross, b)
+            prior_var = prior_var.T
+        num_classes, n, m = b.shape
+        v = dense.solve_triangular(M, jnp.moveaxis(b, 0, 1).reshape(n, num_classes * m), lower=True)
+        v = v.reshape(n, num_classes, m)
+        cov = jnp.einsum("icm,idm->mcd", v, v)
+        diag = prior_var - quad
+        return mean, cov + diag[:, :, None] * jnp.eye(num_classes, dtype=cov.dtype)
+
+
+class SparsePosterior(AbstractPosterior):
+    """q(f) for a sparse prior ``gpc.Sparse`` (FITC, VFE, power EP), in GPML's ``apxSparse`` predictive form.
+
+    With a* = L_uu^-1 k(Z, x*) (L_uu L_uu^T = K_uu + jitter):
+    E[f*] = k(x*, Z) ``alpha`` and V[f*] = k(x*, x*) - |a*|^2 + |``chol_u``^-1 a*|^2,
+    where ``alpha`` = K_uu^-1 K_un a (a = K~^-1 mean) and ``chol_u`` is the factor of
+    I + V D V^T at the solution (see ``gpclass._sparse``).  ``mean`` is the latent
+    mean at the training inputs; ``log_marginal`` the method's approximation
+    to log p(y|X, theta) under the sparse prior, differentiable with respect to
+    the kernel, the inducing inputs and the likelihood.
+    """
+
+    alpha: Float[Array, " m"]
+    chol_uu: Float[Array, "m m"]
+    chol_u: Float[Array, "m m"]
+    mean: Float[Array, " n"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+    kernel: eqx.Module | None = None
+    likelihood: AbstractLikelihood | None = None
+    X: Float[Array, "n d"] | None = None
+
+    def _latent(self, X_test) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
+        """E[f*] = k(x*, Z) alpha and V[f*] = k(x*, x*) - |a*|^2 + |L_u^-1 a*|^2, a* = L_uu^-1 k(Z, x*).
+
+        This is k** - Q_*n (K~ + W^-1)^-1 Q_n* (GPML ``gp.m`` with ``apxSparse``:
+        the test point's prior variance is k(x*, x*) itself, for every approximation).
+        """
+        sparse = self.kernel
+        K_cross = sparse.kernel.gram(X_test, sparse.inducing)
+        a = dense.solve_triangular(self.chol_uu, K_cross.T, lower=True)
+        b = dense.solve_triangular(self.chol_u, a, lower=True)
+        var = sparse.kernel.diag(X_test) - jnp.sum(a**2, axis=0) + jnp.sum(b**2, axis=0)
+        return K_cross @ self.alpha, var
+
+
+class SparseSoftmaxPosterior(AbstractPosterior):
+    """q(F) for a softmax likelihood under a sparse prior ``gpc.Sparse`` shared by the classes.
+
+    With w* = L_uu^-1 k(Z, x*): E[f*^c] = k(x*, Z) ``alpha[:, c]`` and
+    Cov[f*] = (k(x*, x*) - |w*|^2) I + W*^T H^-1 W*, W* = I_C (x) w*, where
+    ``alpha`` = K_uu^-1 K_un (y - pi^) (m, C) and ``chol_h`` is the Cholesky
+    factor of the Cm x Cm matrix H at the mode (``laplace_softmax_sparse``).
+    ``mean`` is the mode F^ (n, C); ``warm_start`` a = K~^-1 F^.
+    """
+
+    alpha: Float[Array, "m C"]
+    chol_uu: Float[Array, "m m"]
+    chol_h: Float[Array, "Cm Cm"]
+    mean: Float[Array, "n C"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+    kernel: eqx.Module | None = None
+    likelihood: eqx.Module | None = None
+    X: Float[Array, "n d"] | None = None
+
+    def _latent(self, X_test):
+        """E[f*^c] = k(x*, Z) alpha^c and Cov[f*] = (k** - |w*|^2) I + W*^T H^-1 W*, W* = I_C (x) w*.
+
+        w* = L_uu^-1 k(Z, x*) (``laplace_softmax_sparse``): with G = L_H^-1 W*
+        (a triangular solve with C m right-hand sides per test point), the second
+        term is G^T G.  Memory O(C^2 m) per test point: predict large sets in batches.
+        """
+        sparse = self.kernel
+        K_cross = sparse.kernel.gram(X_test, sparse.inducing)  # (M, m)
+        w = dense.solve_triangular(self.chol_uu, K_cross.T, lower=True)  # (m, M)
+        num_classes = self.alpha.shape[1]
+        m, num_test = w.shape
+        eye = jnp.eye(num_classes, dtype=w.dtype)
+        W_star = (eye[:, None, None, :] * w[None, :, :, None]).reshape(num_classes * m, num_test * num_classes)
+        G = dense.solve_triangular(self.chol_h, W_star, lower=True).reshape(num_classes * m, num_test, num_classes)
+        cov = jnp.einsum("kmc,kmd->mcd", G, G)
+        diag = sparse.kernel.diag(X_test) - jnp.sum(w**2, axis=0)
+        return K_cross @ self.alpha, cov + diag[:, None, None] * eye
+
+
+class SamplePosterior(AbstractPosterior):
     """The latent posterior represented by (weighted) samples f_s, s = 1..S (MCMC or AIS).
 
     Predictions average over the samples (Kuss & Rasmussen section 6.1):
@@ -160,9 +310,6 @@ class SamplePosterior(eqx.Module):
     estimate it).
     """
 
-    kernel: AbstractKernel
-    likelihood: AbstractLikelihood
-    X: Float[Array, "n d"]
     samples: Float[Array, "S n"]
     log_weights: Float[Array, " S"]
     chol: Float[Array, "n n"]
@@ -170,85 +317,52 @@ class SamplePosterior(eqx.Module):
     log_marginal_se: Float[Array, ""]
     info: SamplerInfo
     warm_start: PyTree[Array]
+    kernel: AbstractKernel | None = None
+    likelihood: AbstractLikelihood | None = None
+    X: Float[Array, "n d"] | None = None
+
+    def _latent(self, X_test):
+        """The mean and variance of the mixture sum_s w_s p(f*|f_s) (:meth:`_conditionals`)."""
+        weights, means, var = self._conditionals(X_test)
+        mean = weights @ means
+        return mean, var + weights @ (means - mean) ** 2
+
+    def _probability(self, X_test, approximation, key, num_samples):
+        """sum_s w_s int p(y* = +1|f*) p(f*|f_s) df*, each as for a Gaussian posterior."""
+        weights, means, var = self._conditionals(X_test)
+        return weights @ _binary_probability(self.likelihood, means, jnp.broadcast_to(var, means.shape), approximation)
+
+    def _conditionals(self, X_test):
+        """p(f*|f_s) = N(k*^T K^-1 f_s, k** - k*^T K^-1 k*) for every sample (GPML eqs. 2.19 / 3.21 with f known).
+
+        Returns the normalised sample weights (S,), the conditional means (S, m)
+        and the common conditional variance (m,).
+        """
+        K_cross = self.kernel.gram(X_test, self.X)
+        V = dense.solve_triangular(self.chol, K_cross.T, lower=True)  # L^-1 k*
+        G = dense.solve_triangular(self.chol, self.samples.T, lower=True)  # L^-1 f_s = g_s
+        var = self.kernel.diag(X_test) - jnp.sum(V**2, axis=0)
+        return jax.nn.softmax(self.log_weights), G.T @ V, var
 
 
-class _Solution(eqx.Module):
-    """The fields of a posterior that a method computes from K (all but the kernel, likelihood and inputs)."""
+@functools.singledispatch
+def gaussian_posterior(op, factor, *, alpha, mean, log_marginal, info, warm_start) -> AbstractPosterior:
+    """The predictive form of a Gaussian posterior q(f) = N(mean, (K^-1 + W)^-1) under the prior ``op``.
 
-    def _fields(self) -> dict:
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-
-
-class GaussianSolution(_Solution):
-    """What a Gaussian method's ``solve`` returns: the fields of :class:`GaussianPosterior` computed from K."""
-
-    alpha: Float[Array, " n"]
-    sqrt_w: Float[Array, " n"]
-    chol: Float[Array, "n n"]
-    mean: Float[Array, " n"]
-    log_marginal: Float[Array, ""]
-    info: SolverInfo
-    warm_start: PyTree[Array]
-
-    def posterior(self, kernel, likelihood, X) -> GaussianPosterior:
-        return GaussianPosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
+    ``factor`` is ``op.factor(W)`` and ``alpha`` = K^-1 mean, the predictive weights.  The form is the
+    operator's: GPML's {alpha, W^1/2, L} for a kernel's K (:class:`GaussianPosterior`), ``apxSparse``'s
+    weights on the inducing inputs for a sparse prior (:class:`SparsePosterior`).
+    """
+    raise GPClassError(f"no Gaussian posterior form for a prior covariance of type {type(op).__name__}.")
 
 
-class SoftmaxSolution(_Solution):
-    """What multi-class Laplace's ``solve`` returns: the fields of :class:`SoftmaxPosterior` computed from K."""
-
-    alpha: Float[Array, "n C"]
-    e_blocks: Float[Array, "C n n"]
-    chol_sum_e: Float[Array, "n n"]
-    mean: Float[Array, "n C"]
-    log_marginal: Float[Array, ""]
-    info: SolverInfo
-    warm_start: PyTree[Array]
-
-    def posterior(self, kernel, likelihood, X) -> SoftmaxPosterior:
-        return SoftmaxPosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
+@gaussian_posterior.register
+def _(op: DenseCovariance, factor, *, alpha, mean, log_marginal, info, warm_start):
+    return GaussianPosterior(alpha=alpha, sqrt_w=factor.sqrt_w, chol=factor.chol, mean=mean,
+                             log_marginal=log_marginal, info=info, warm_start=warm_start)
 
 
-class SparseSolution(_Solution):
-    """What a method's sparse ``solve`` returns: the fields of :class:`SparsePosterior` computed from K~."""
-
-    alpha: Float[Array, " m"]
-    chol_uu: Float[Array, "m m"]
-    chol_u: Float[Array, "m m"]
-    mean: Float[Array, " n"]
-    log_marginal: Float[Array, ""]
-    info: SolverInfo
-    warm_start: PyTree[Array]
-
-    def posterior(self, kernel, likelihood, X) -> SparsePosterior:
-        return SparsePosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
-
-
-class SparseSoftmaxSolution(_Solution):
-    """What sparse multi-class Laplace returns: the fields of :class:`SparseSoftmaxPosterior` computed from K~."""
-
-    alpha: Float[Array, "m C"]
-    chol_uu: Float[Array, "m m"]
-    chol_h: Float[Array, "Cm Cm"]
-    mean: Float[Array, "n C"]
-    log_marginal: Float[Array, ""]
-    info: SolverInfo
-    warm_start: PyTree[Array]
-
-    def posterior(self, kernel, likelihood, X) -> SparseSoftmaxPosterior:
-        return SparseSoftmaxPosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
-
-
-class SampleSolution(_Solution):
-    """What a sampling method's ``solve`` returns: the fields of :class:`SamplePosterior` computed from K."""
-
-    samples: Float[Array, "S n"]
-    log_weights: Float[Array, " S"]
-    chol: Float[Array, "n n"]
-    log_marginal: Float[Array, ""]
-    log_marginal_se: Float[Array, ""]
-    info: SamplerInfo
-    warm_start: PyTree[Array]
-
-    def posterior(self, kernel, likelihood, X) -> SamplePosterior:
-        return SamplePosterior(kernel=kernel, likelihood=likelihood, X=X, **self._fields())
+@gaussian_posterior.register
+def _(op: LowRankCovariance, factor, *, alpha, mean, log_marginal, info, warm_start):
+    return SparsePosterior(alpha=op.inducing_weights(alpha), chol_uu=op.chol_uu, chol_u=factor.chol, mean=mean,
+                           log_marginal=log_marginal, info=info, warm_start=warm_start)

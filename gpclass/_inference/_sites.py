@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from .. import _dense as dense
 from .._linalg import factor_b, solve_b, sqrt_precision
-from ._posterior import GaussianSolution
+from ._posterior import GaussianPosterior
 
 
 def factor_sites(K, tau):
@@ -44,11 +44,11 @@ def site_marginals(K, tau, nu, factor=None):
     return sigma_diag, mu, L
 
 
-def site_posterior(K, tau, nu, L, *, log_marginal, info, warm_start) -> GaussianSolution:
+def site_posterior(K, tau, nu, L, *, log_marginal, info, warm_start) -> GaussianPosterior:
     """The posterior of prior x sites: alpha = K^-1 mu (``site_alpha``), W^1/2 = S~^1/2, the factor L of B,
     the mean mu = K alpha, and the method's log_marginal, info and warm_start as given."""
     alpha = site_alpha(K, tau, nu, L)
-    return GaussianSolution(
+    return GaussianPosterior(
         alpha=alpha, sqrt_w=sqrt_precision(tau), chol=L, mean=K @ alpha,
         log_marginal=log_marginal, info=info, warm_start=warm_start,
     )

@@ -20,7 +20,7 @@ from .._progress import as_progress, due, every_for, report
 from .._status import finite_status
 from .._validation import require_setting
 from ._base import AbstractInference
-from ._posterior import SamplerInfo, SampleSolution
+from ._posterior import SamplePosterior, SamplerInfo
 from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, prior_factor
 
 
@@ -73,7 +73,7 @@ class AIS(AbstractInference):
         """tau(t) = (t / T)^exponent, t = 0..T."""
         return (jnp.arange(self.num_temperatures + 1, dtype=dtype) / self.num_temperatures) ** self.exponent
 
-    def solve(self, K, likelihood, y, init=None, key=None):
+    def solve_matrix(self, K, likelihood, y, init=None, key=None):
         if key is None:
             raise GPClassError("AIS needs an explicit PRNG key: gpc.infer(gpc.AIS(), ..., key=jax.random.key(0)).")
         n = K.shape[0]
@@ -112,7 +112,7 @@ class AIS(AbstractInference):
         w = jnp.exp(log_w - jnp.max(log_w))
         se = jnp.std(w, ddof=1) / (jnp.sqrt(self.num_runs) * jnp.mean(w)) if self.num_runs > 1 else jnp.nan
         acceptance, evaluations = acceptance_summary(info)
-        return SampleSolution(
+        return SamplePosterior(
             samples=g @ L.T,
             log_weights=log_w,
             chol=L,

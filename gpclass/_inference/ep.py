@@ -36,6 +36,7 @@ differentiated and memory does not depend on the number of sweeps.
   oscillating mode of undamped parallel EP, where the iteration diverges.
 """
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -47,6 +48,7 @@ from jax import lax
 
 from .. import _anderson as anderson
 from .. import _dense as dense
+from .._covariance._base import MATRIX
 from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change, tolerance
 from .._linalg import factor_b, factor_b_given, half_log_det, inverse_from_cholesky, sqrt_precision
@@ -68,12 +70,16 @@ class EP(AbstractInference):
         schedule: ``"sequential"`` updates one site at a time (exact
             rank-one updates of Sigma, applied per block of sites as matrix
             products) and recomputes Sigma from a fresh Cholesky factor after
-            every sweep;
+            every sweep: it needs the dense prior covariance, so a sparse
+            prior (``gpc.Sparse``) refuses it;
             ``"parallel"`` updates all sites from the current marginals and
-            recomputes the posterior once per sweep.
+            recomputes the posterior once per sweep;
+            ``None`` (the default): sequential for a kernel's K, parallel
+            under a sparse prior.
         order: the site order of the sequential schedule, ``"fixed"`` (1..n)
             or ``"random"`` (a fresh permutation every sweep, drawn from the
-            explicit ``key`` passed to :func:`gpclass.infer`).
+            explicit ``key`` passed to :func:`gpclass.infer`); the parallel
+            schedule has no order, and refuses ``"random"``.
         damping: the fraction of the new site parameters taken in each update
             (1 = undamped).  ``None`` means 1 for the sequential schedule with a
             log-concave likelihood, and 0.5 for the parallel schedule or a
@@ -96,7 +102,7 @@ class EP(AbstractInference):
 
     supports_mask = True
 
-    schedule: str = eqx.field(static=True, default="sequential")
+    schedule: str | None = eqx.field(static=True, default=None)
     order: str = eqx.field(static=True, default="fixed")
     damping: float | None = eqx.field(static=True, default=None)
     tol: float | None = eqx.field(static=True, default=None)
@@ -104,16 +110,33 @@ class EP(AbstractInference):
     anderson: int = eqx.field(static=True, default=3)
 
     def __check_init__(self):
-        if self.schedule not in ("sequential", "parallel"):
-            raise GPClassError(f"schedule must be 'sequential' or 'parallel'; got {self.schedule!r}.")
+        if self.schedule not in (None, "sequential", "parallel"):
+            raise GPClassError(f"EP: schedule must be 'sequential', 'parallel' or None; got {self.schedule!r}.")
         if self.order not in ("fixed", "random"):
-            raise GPClassError(f"order must be 'fixed' or 'random'; got {self.order!r}.")
+            raise GPClassError(f"EP: order must be 'fixed' or 'random'; got {self.order!r}.")
+        if self.schedule == "parallel" and self.order == "random":
+            raise GPClassError("EP(schedule='parallel', order='random'): the parallel schedule updates every site at "
+                               "once and has no order; order='random' is for the sequential schedule.")
         require_setting("EP", "damping", self.damping, high=1.0, high_open=False, optional=True)
         require_setting("EP", "tol", self.tol, optional=True)
         require_setting("EP", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
         require_setting("EP", "anderson", self.anderson, low_open=False, integer=True)
 
-    def solve(self, K, likelihood, y, init=None, key=None):
+    def solve(self, op, likelihood, y, init=None, key=None):
+        """The sequential or parallel schedule on a kernel's K, the parallel one under a sparse prior."""
+        if MATRIX in op.capabilities:
+            if self.schedule is None:  # the default for a kernel's K
+                return dataclasses.replace(self, schedule="sequential").solve_matrix(op.K, likelihood, y, init, key)
+            return self.solve_matrix(op.K, likelihood, y, init, key)
+        if self.schedule == "sequential":
+            op.require(MATRIX, "EP(schedule='sequential')", "Under a sparse prior EP updates every site at once: "
+                       "use schedule='parallel' or the default schedule=None.")
+        if self.order == "random":
+            raise GPClassError("EP(order='random') orders the sequential schedule's site updates; under a sparse prior "
+                               "(gpc.Sparse) EP runs the parallel schedule, which has no order: use order='fixed'.")
+        return solve_sparse_ep(self, op, likelihood, y, init)
+
+    def solve_matrix(self, K, likelihood, y, init=None, key=None):
         if self.order == "random" and key is None:
             raise GPClassError("EP(order='random') needs an explicit PRNG key: gpc.infer(..., key=jax.random.key(0)).")
         n = K.shape[0]
@@ -137,14 +160,11 @@ class EP(AbstractInference):
             warm_start=(lax.stop_gradient(tau), lax.stop_gradient(nu)),
         )
 
-    def solve_sparse(self, K, likelihood, y, init=None, key=None):
-        return solve_sparse_ep(self, K, likelihood, y, init)
-
     def resolved_tol(self, dtype):
         return tolerance(self.tol, dtype, 1e-10, 1e-5)
 
     def resolved_damping(self, likelihood):
-        undamped = self.schedule == "sequential" and likelihood.log_concave
+        undamped = self.schedule != "parallel" and likelihood.log_concave  # None on a kernel's K is sequential
         return (1.0 if undamped else 0.5) if self.damping is None else self.damping
 
 

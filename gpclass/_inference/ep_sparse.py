@@ -3,7 +3,7 @@
 The sites and log Z_EP are those of ``ep.py`` with K replaced by
 K~ = Q + diag(K - Q).  Every sweep updates all sites from the current
 marginals (the parallel schedule, damped) and refactorises once in
-O(n m^2) (``SparseFactor``); GPML instead updates the sites one at a time
+O(n m^2) (``LowRankFactor``); GPML instead updates the sites one at a time
 with rank-one Cholesky updates, O(m^2) each.  Both stop at the same EP fixed
 point.  As for the dense method with a log-concave likelihood, log Z_EP is
 stationary in the sites at the fixed point, so its gradient is the explicit
@@ -19,17 +19,17 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _anderson as anderson
+from .._covariance import LowRankCovariance, LowRankFactor
 from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change
-from .._sparse import LowRankCovariance, SparseFactor
 from .._status import Status
 from .._types import Array
 from ._ep_updates import cavity, ep_log_marginal, extrapolate_sites, site_update
 from ._implicit import implicit_fixed_point_krylov, transposed
-from ._posterior import SolverInfo, SparseSolution
+from ._posterior import SolverInfo, SparsePosterior
 
 
-def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> SparseSolution:
+def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> SparsePosterior:
     """Sparse EP: sweeps to the fixed point on ``stop_gradient`` inputs, then log Z_EP at the converged sites."""
     if op.power != 1.0:
         raise GPClassError("EP under a sparse prior supports FITC only (gpc.Sparse(..., approximation='fitc')); "
@@ -50,7 +50,7 @@ def solve_sparse_ep(method, op: LowRankCovariance, likelihood, y, init=None) -> 
     tau_p, nu_p = implicit_fixed_point_krylov(_parallel_update, _transposed_update, (tau, nu),
                                               status == Status.CONVERGED, op, likelihood, y, krylov_steps=50)
     factor_p = op.factor(tau_p)  # the posterior's; the same values as factor (XLA computes them once)
-    return SparseSolution(
+    return SparsePosterior(
         alpha=op.inducing_weights(_alpha(op, factor_p, nu_p)),
         chol_uu=op.chol_uu,
         chol_u=factor_p.chol,
@@ -70,7 +70,7 @@ def _parallel_update(op, likelihood, y, sites):
 
 def _transposed_update(op, likelihood, y, sites):
     """lambda -> (I - J)^T lambda, J the Jacobian of :func:`_parallel_update` (dense EP's ``_update_jacobian``)
-    applied matrix-free (``SparseFactor.posterior_products``: O(n m^2)); the per-site derivatives of the update
+    applied matrix-free (``LowRankFactor.posterior_products``: O(n m^2)); the per-site derivatives of the update
     come from reverse mode."""
     tau, nu = sites
     factor = op.factor(tau)
@@ -90,15 +90,15 @@ def _transposed_update(op, likelihood, y, sites):
     return transposed(i_minus_j, sites)
 
 
-def _alpha(op, factor: SparseFactor, nu):
+def _alpha(op, factor: LowRankFactor, nu):
     """alpha = K~^-1 mu = (I + S~ K~)^-1 nu~ (GPML ``infEP``: alpha = tnu - solveKiW(K.mvm(tnu)), in a stable form)."""
     return factor.solve_i_plus_wk(op, nu)
 
 
-def marginals(op, tau, nu, factor: SparseFactor):
+def marginals(op, tau, nu, factor: LowRankFactor):
     """diag Sigma and mu = Sigma nu~ of q(f) = N(mu, (K~^-1 + S~)^-1), Sigma = diag(delta) + R R^T.
 
-    mu is Sigma nu~ (``SparseFactor.posterior_times``), not the equal K~ alpha:
+    mu is Sigma nu~ (``LowRankFactor.posterior_times``), not the equal K~ alpha:
     alpha comes from a solve with I + Phi^T D Phi, whose rounding (condition
     number ~1e6 at n = 10^5) moved mu by 1e-9 and kept the sites from meeting
     a 1e-10 tolerance at n = 10^6; Sigma nu~ moved by 4e-13 (rows permuted).
@@ -108,7 +108,7 @@ def marginals(op, tau, nu, factor: SparseFactor):
 
 def _log_marginal_at(op, likelihood, y, tau, nu, factor, sigma_diag, mu):
     """log Z_EP under K~ from the marginals at (tau~, nu~), with nu~^T Sigma nu~ as a sum of squares
-    (``SparseFactor.posterior_quadratic``)."""
+    (``LowRankFactor.posterior_quadratic``)."""
     nu_sigma_nu = factor.posterior_quadratic(op, nu)
     return ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, factor.half_log_det_b(op), nu_sigma_nu)
 

@@ -87,11 +87,11 @@ class JaakkolaJordan(AbstractInference):
         require_setting("JaakkolaJordan", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
         require_setting("JaakkolaJordan", "krylov_steps", self.krylov_steps, low=1, low_open=False, integer=True)
 
-    def solve_sparse(self, K, likelihood, y, init=None, key=None):
+    def solve_low_rank(self, K, likelihood, y, init=None, key=None):
         check_logistic(likelihood)
         return solve_sparse_lower(self, K, y, init)
 
-    def solve(self, K, likelihood, y, init=None, key=None):
+    def solve_matrix(self, K, likelihood, y, init=None, key=None):
         check_logistic(likelihood)
         return _solve_lower(self, K, y, init, tolerance(self.tol, K.dtype, 1e-10, 1e-5))
 

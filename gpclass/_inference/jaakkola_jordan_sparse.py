@@ -8,7 +8,7 @@ bound's sites have precisions W = 2 lambda(nu) and precision-means d = y / 2, so
 with Sigma = (K~^-1 + W)^-1.  For FITC (K~ = Q + diag(K - Q)) ldB2 = 1/2 log|I + W^1/2 K~ W^1/2|:
 the bound of the FITC prior.  For VFE (K~ = Q) the bound's quadratic log Q_n(a_n) is
 averaged over p(a_n|u) as well, which subtracts lambda_n (K - Q)_nn = 1/2 W_n g_n: GPML's
-``apxSparse`` log determinant with its trace term (``SparseFactor.power_log_det``) in both cases.
+``apxSparse`` log determinant with its trace term (``LowRankFactor.power_log_det``) in both cases.
 The optimum satisfies nu_n^2 = E_q[a_n^2] = Sigma_nn + m_n^2 (+ g_n for VFE); the solver takes
 Newton steps on it by GMRES (matrix-free, O(n m^2) per product), safeguarded by the EM update,
 and the gradient holds nu fixed (the envelope theorem).  The posterior (predictions)
@@ -21,17 +21,17 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._covariance import LowRankCovariance
 from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
-from .._sparse import LowRankCovariance
 from .._status import Status
 from .._types import Array
 from ._implicit import implicit_fixed_point_krylov, transposed
 from ._jaakkola_jordan import jj_lambda, jj_lambda_derivative
-from ._posterior import SolverInfo, SparseSolution
+from ._posterior import SolverInfo, SparsePosterior
 
 
-def solve_sparse_lower(method, op: LowRankCovariance, y, init=None) -> SparseSolution:
+def solve_sparse_lower(method, op: LowRankCovariance, y, init=None) -> SparsePosterior:
     """The maximised sparse lower bound (module docstring) and its posterior."""
     if op.power not in (0.0, 1.0):
         raise GPClassError("the Jaakkola-Jordan bound under a sparse prior supports approximation='fitc' or 'vfe'.")
@@ -48,7 +48,7 @@ def solve_sparse_lower(method, op: LowRankCovariance, y, init=None) -> SparseSol
     factor = op.factor(2.0 * jj_lambda(nu_p))
     d = 0.5 * y
     alpha = factor.solve_i_plus_wk(op, d)
-    return SparseSolution(
+    return SparsePosterior(
         alpha=op.inducing_weights(alpha),
         chol_uu=op.chol_uu,
         chol_u=factor.chol,

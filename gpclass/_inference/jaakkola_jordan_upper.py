@@ -39,7 +39,7 @@ from .._validation import require_setting
 from ._base import AbstractInference
 from ._implicit import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic
-from ._posterior import GaussianSolution, SolverInfo
+from ._posterior import GaussianPosterior, SolverInfo
 
 
 class JaakkolaJordanUpper(AbstractInference):
@@ -73,7 +73,7 @@ class JaakkolaJordanUpper(AbstractInference):
             "then evaluate gpc.JaakkolaJordanUpper() at the fitted hyperparameters."
         )
 
-    def solve(self, K, likelihood, y, init=None, key=None):
+    def solve_matrix(self, K, likelihood, y, init=None, key=None):
         check_logistic(likelihood)
         return _solve_upper(self, K, y, init, tolerance(self.tol, K.dtype, 1e-10, 1e-5))
 
@@ -162,7 +162,7 @@ def _solve_upper(method, K, y, init, tol):
     # is differentiated); the bound holds eta fixed.
     b = y * jax.nn.sigmoid(implicit_fixed_point(_upper_target_and_jacobian, eta, status == Status.CONVERGED, K,
                                                 None, y))
-    return GaussianSolution(
+    return GaussianPosterior(
         alpha=b,  # the posterior of eq. 26 is N(C b, C): test mean k^T b, test variance kappa
         sqrt_w=jnp.zeros_like(b),
         chol=jnp.eye(n, dtype=dtype),

@@ -93,11 +93,11 @@ class KL(AbstractInference):
         require_setting("KL", "max_halvings", self.max_halvings, low_open=False, integer=True)
         require_setting("KL", "krylov_steps", self.krylov_steps, low=1, low_open=False, integer=True)
 
-    def solve_sparse(self, K, likelihood, y, init=None, key=None):
+    def solve_low_rank(self, K, likelihood, y, init=None, key=None):
         _check_log_concave(likelihood)
         return solve_sparse_kl(self, K, likelihood, y, init)
 
-    def solve(self, K, likelihood, y, init=None, key=None):
+    def solve_matrix(self, K, likelihood, y, init=None, key=None):
         _check_log_concave(likelihood)
         n = K.shape[0]
         dtype = K.dtype

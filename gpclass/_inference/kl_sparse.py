@@ -30,18 +30,18 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._covariance import LowRankCovariance
 from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
-from .._sparse import LowRankCovariance
 from .._status import Status
 from .._types import Array
 from ._expectations import expected_log_lik_derivatives, expected_log_lik_gradient
 from ._implicit import implicit_fixed_point_krylov, transposed
-from ._posterior import SolverInfo, SparseSolution
+from ._posterior import SolverInfo, SparsePosterior
 from .ep_sparse import marginals
 
 
-def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> SparseSolution:
+def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> SparsePosterior:
     """Sparse KL: the sites' optimum on ``stop_gradient`` inputs, then the ELBO at it."""
     if op.power not in (0.0, 1.0):
         raise GPClassError("KL under a sparse prior supports approximation='fitc' or 'vfe', not a fractional power.")
@@ -56,7 +56,7 @@ def solve_sparse_kl(method, op: LowRankCovariance, likelihood, y, init=None) -> 
                                               status == Status.CONVERGED, op, likelihood, y, method.krylov_steps)
     factor = op.factor(tau_p)  # the posterior's; the same values as the ELBO's (XLA computes them once)
     mu, _, _, alpha = _moments(op, tau_p, nu_p, factor)
-    return SparseSolution(
+    return SparsePosterior(
         alpha=op.inducing_weights(alpha),
         chol_uu=op.chol_uu,
         chol_u=factor.chol,
@@ -93,7 +93,7 @@ def _target(op, likelihood, y, tau, nu):
 def _newton(op, likelihood, y, tau, nu, target, krylov_steps):
     """A Newton step on the fixed point s = T(s): (I - J) delta = T(s) - s, solved by GMRES.
 
-    J is never formed.  With Sigma = diag(delta) + R R^T (``SparseFactor.posterior_covariance``),
+    J is never formed.  With Sigma = diag(delta) + R R^T (``LowRankFactor.posterior_covariance``),
     d mu = Sigma (d nu~ - d tau~ * mu) and d v = -(Sigma o Sigma) d tau~ (as in ``kl.py``); Sigma x
     costs O(n m), (Sigma o Sigma) x = delta^2 x + 2 delta r x + rowsum(R o (R R^T diag(x) R)), r the
     diagonal of R R^T, costs O(n m^2).  T depends on the sites only through (mu, v), elementwise.

@@ -1,11 +1,18 @@
-"""Laplace's method for binary GP classification (GPML section 3.4, Algorithm 3.1).
+"""Laplace's method for GP classification (GPML section 3.4, Algorithm 3.1; section 3.5 for the softmax).
 
 The mode f^ of Psi(f) = log p(y|f) - 1/2 f^T K^-1 f is found by Newton's
-method in the variable a = K^-1 f (f = K a), with the stable factorisation
-B = I + W^1/2 K W^1/2 and a step-halving safeguard that guarantees Psi
-increases at every accepted step.  Gradients of the approximate log marginal
-likelihood flow through the mode by the implicit function theorem (a
-``custom_vjp`` on the mode): no Newton iteration is stored for reverse mode.
+method in the variable a = K^-1 f (f = K a), each step a solve with
+I + W K through the prior's factorisation of B = I + W^1/2 K W^1/2
+(``op.factor(W)``: GPML's Cholesky factor for a kernel's K, the Woodbury form
+for a sparse prior's K~), and a step-halving safeguard that guarantees Psi
+increases at every accepted step.  One algorithm for every prior: the
+dense K, and K~ = Q + s diag(K - Q) of ``gpc.Sparse`` (GPML ``infLaplace``
+with ``apxSparse``: log q uses its power-EP log-determinant ldB2, which for
+VFE adds the trace term 1/2 tr(W (K - Q))).  Gradients of the approximate
+log marginal likelihood flow through the mode by the implicit function
+theorem (a ``custom_vjp`` on the mode): no Newton iteration is stored for
+reverse mode.  Multi-class (softmax) likelihoods use GPML Algorithm 3.3
+(``laplace_softmax``; ``laplace_softmax_sparse`` under a sparse prior).
 """
 
 import functools
@@ -15,16 +22,15 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._covariance._base import MATRIX
 from .._exceptions import GPClassError
-from .._linalg import factor_b, factor_b_given, half_log_det_b, solve_i_plus_wk, sqrt_precision
 from .._validation import require_setting
 from ._base import AbstractInference
 from ._newton import better_start, mode_residual, newton
-from ._posterior import GaussianSolution, SoftmaxSolution, SolverInfo
+from ._posterior import SoftmaxPosterior, SolverInfo, gaussian_posterior
 from .laplace_softmax import _psi as softmax_psi
 from .laplace_softmax import softmax_blocks, softmax_log_marginal, softmax_mode
 from .laplace_softmax_sparse import solve_sparse_softmax_laplace
-from .laplace_sparse import solve_sparse_laplace
 
 
 class Laplace(AbstractInference):
@@ -51,8 +57,8 @@ class Laplace(AbstractInference):
             ``CONVERGED``.
         max_steps: largest number of Newton steps.
         max_halvings: largest number of step halvings within one Newton step.
-        float32_start: for float64 data (binary likelihoods, dense
-            kernels), start the Newton iterations in float32 and continue in
+        float32_start: for float64 data (binary likelihoods), start the
+            Newton iterations in float32 and continue in
             float64 from where float32 stops: at its tolerance, or at the
             first step that needs halving or whose gain in Psi float32 cannot
             resolve (a stiff kernel).  Only the starting point changes: the
@@ -63,7 +69,8 @@ class Laplace(AbstractInference):
             from a float32 mode the float64 iterations need 2-3 steps instead
             of 9-17 from zero.  ``None`` means on for float64 problems of at
             least 512 cases; smaller ones are dominated by the loops' fixed
-            costs, where a second loop only adds compile time.
+            costs, where a second loop only adds compile time; off for a
+            sparse prior unless ``True``.
             ``num_steps`` counts the steps of both precisions.
 
     B is well conditioned without jitter; a nugget on K belongs to the model:
@@ -88,45 +95,35 @@ class Laplace(AbstractInference):
         if self.float32_start not in (None, True, False):
             raise GPClassError(f"Laplace: float32_start must be None, True or False; got {self.float32_start!r}.")
 
-    def solve(self, K, likelihood, y, init=None, key=None):
+    def solve(self, op, likelihood, y, init=None, key=None):
         _check_log_concave(likelihood)
         if likelihood.num_latent > 1:
-            return self._solve_softmax(K, likelihood, y, init)
-        n = K.shape[0]
-        psi = lambda a: _psi(K, likelihood, y, a)
-        a0 = jnp.zeros(n, dtype=K.dtype) if init is None else better_start(psi, init, K.dtype)
+            if MATRIX in op.capabilities:
+                return self._solve_softmax(op.K, likelihood, y, init)
+            return solve_sparse_softmax_laplace(self, op, y, init)
+        psi = lambda a: _psi(op, likelihood, y, a)
+        a0 = jnp.zeros(op.shape[0], dtype=op.dtype) if init is None else better_start(psi, init, op.dtype)
         start_steps = 0
-        if self._starts_in_float32(K):
-            a0, start_steps = _float32_start(self, K, likelihood, y, a0)
-        f, num_steps, status, a, max_change, L = _mode(self, K, likelihood, y, a0)
-        num_steps = num_steps + start_steps
+        if self._starts_in_float32(op):
+            a0, start_steps = _float32_start(self, op, likelihood, y, a0)
+        f, num_steps, status, a, max_change, factor = _mode(self, op, likelihood, y, a0)
         log_lik, grad, W = likelihood.derivatives(y, f)
-        sqrt_w = sqrt_precision(W)
-        L = factor_b_given(K, sqrt_w, L)  # the mode's factor, shared with its adjoint
-        # GPML eq. 3.32: log q(y|X) = log p(y|f^) - 1/2 a^T f^ - sum_i log L_ii, where
-        # a = K^-1 f^ = grad log p(y|f^) at the mode (eq. 3.17).  half_log_det_b reuses
-        # L and has a cheaper reverse mode than differentiating the factorisation.
-        log_marginal = jnp.sum(log_lik) - 0.5 * jnp.dot(grad, f) - half_log_det_b(K, sqrt_w, L)
-        return GaussianSolution(
-            alpha=grad,
-            sqrt_w=sqrt_w,
-            chol=L,
-            mean=f,
-            log_marginal=log_marginal,
-            info=SolverInfo(num_steps=num_steps, status=status, max_change=max_change),
+        factor = op.factor_given(W, factor)  # the mode's factor, shared with its adjoint
+        # GPML eq. 3.32: log q(y|X) = log p(y|f^) - 1/2 a^T f^ - 1/2 log|B|, where a = K^-1 f^ = grad log p(y|f^)
+        # at the mode (eq. 3.17); a sparse prior's log-determinant is ldB2 (module docstring).
+        log_marginal = jnp.sum(log_lik) - 0.5 * jnp.dot(grad, f) - factor.power_log_det(op)
+        return gaussian_posterior(
+            op, factor, alpha=grad, mean=f, log_marginal=log_marginal,
+            info=SolverInfo(num_steps=num_steps + start_steps, status=status, max_change=max_change),
             warm_start=lax.stop_gradient(a),
         )
 
-    def _starts_in_float32(self, K):
-        if K.dtype != jnp.float64:
+    def _starts_in_float32(self, op):
+        if op.dtype != jnp.float64:
             return False
-        return K.shape[-1] >= _FLOAT32_START_MIN_CASES if self.float32_start is None else self.float32_start
-
-    def solve_sparse(self, K, likelihood, y, init=None, key=None):
-        _check_log_concave(likelihood)
-        if likelihood.num_latent > 1:
-            return solve_sparse_softmax_laplace(self, K, y, init)
-        return solve_sparse_laplace(self, K, likelihood, y, init)
+        if self.float32_start is None:  # on for a kernel's K from 512 cases (class docstring)
+            return MATRIX in op.capabilities and op.shape[0] >= _FLOAT32_START_MIN_CASES
+        return self.float32_start
 
     def _solve_softmax(self, K, likelihood, Y, init):
         """GPML Algorithm 3.3 (see ``laplace_softmax``): the mode, the blocks E_c and M, and eq. 3.44."""
@@ -139,7 +136,7 @@ class Laplace(AbstractInference):
         F, num_steps, status, a, max_change = softmax_mode(self, K, Y, a0)
         pi = jax.nn.softmax(F, axis=1)
         L, E, M = softmax_blocks(K, pi)
-        return SoftmaxSolution(
+        return SoftmaxPosterior(
             alpha=Y - pi,
             e_blocks=E,
             chol_sum_e=M,
@@ -153,7 +150,7 @@ class Laplace(AbstractInference):
 _FLOAT32_START_MIN_CASES = 512
 
 
-def _float32_start(method: Laplace, K, likelihood, y, a0):
+def _float32_start(method: Laplace, op, likelihood, y, a0):
     """A float64 starting point from Newton's method run in float32 from a0 (no derivative), and its steps.
 
     The float32 iterations stop at float32's tolerance (sqrt(eps) = 3.5e-4) or
@@ -163,20 +160,20 @@ def _float32_start(method: Laplace, K, likelihood, y, a0):
     it has the higher Psi in float64.
     """
     single = lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x  # noqa: E731
-    K32, likelihood32, y32, a32 = jax.tree.map(single, lax.stop_gradient((K, likelihood, y, a0)))
+    op32, likelihood32, y32, a32 = jax.tree.map(single, lax.stop_gradient((op, likelihood, y, a0)))
     _, a32, steps, _, _ = newton(
-        lambda a: _psi(K32, likelihood32, y32, a),
-        lambda a, f: _newton_direction(K32, likelihood32, y32, a, f),
-        lambda f: _residual(K32, likelihood32, y32, f),
+        lambda a: _psi(op32, likelihood32, y32, a),
+        lambda a, f: _direction(op32, likelihood32, y32, a, f),
+        lambda f: _residual(op32, likelihood32, y32, f),
         a32,
         tol=None,
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
         until_unresolved=True,
     )
-    K, likelihood = lax.stop_gradient((K, likelihood))
-    start = a32.astype(K.dtype)
-    higher = _psi(K, likelihood, y, start)[0] > _psi(K, likelihood, y, a0)[0]  # False where either is NaN
+    op, likelihood = lax.stop_gradient((op, likelihood))
+    start = a32.astype(op.dtype)
+    higher = _psi(op, likelihood, y, start)[0] > _psi(op, likelihood, y, a0)[0]  # False where either is NaN
     return jnp.where(higher, start, a0), steps
 
 
@@ -188,59 +185,60 @@ def _check_log_concave(likelihood):
         )
 
 
-def _psi(K, likelihood, y, a):
-    """Psi(a) = log p(y|K a) - 1/2 a^T K a  (GPML eq. 3.12 in the variable a = K^-1 f)."""
-    f = K @ a
+def _psi(op, likelihood, y, a):
+    """Psi(a) = log p(y|K a) - 1/2 a^T K a  (GPML eq. 3.12 in the variable a = K^-1 f), and f = K a."""
+    f = op.mv(a)
     return jnp.sum(likelihood.log_prob(y, f)) - 0.5 * jnp.dot(a, f), f
 
 
-def _newton_direction(K, likelihood, y, a, f):
-    """The Newton direction in a (GPML Algorithm 3.1 lines 4-7) and the rounding level of Psi at a.
+def _direction(op, likelihood, y, a, f):
+    """The Newton step in a (GPML Algorithm 3.1 lines 4-7) and the rounding level of Psi at a.
 
+    Algorithm 3.1's new point (I + W K)^-1 (W f + grad log p(y|f)) is taken as the step
+    da = (I + W K)^-1 (grad log p(y|f) - a) (f = K a): its right-hand side, the gradient
+    of Psi in f, vanishes at the mode instead of cancelling against a.
     Psi = log p(y|K a) - 1/2 a^T K a is computed with an absolute rounding error
     of about eps (sum |log p| + sum (|grad| + |a|) |K| |a|); for stiff kernels
     (large K entries) this dwarfs eps |Psi| and decides which changes of Psi
     the step-length test can trust.
     """
     log_lik, grad, W = likelihood.derivatives(y, f)
-    sqrt_w = sqrt_precision(W)
-    L = factor_b(K, sqrt_w)
-    a_new = solve_i_plus_wk(K, sqrt_w, L, W * f + grad)
-    scale = jnp.abs(K) @ jnp.abs(a)
-    noise = jnp.finfo(K.dtype).eps * (jnp.sum(jnp.abs(log_lik)) + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * scale))
-    return a_new - a, noise
+    da = op.factor(W).solve_i_plus_wk(op, grad - a)
+    scale = op.product_scale(a, f)
+    noise = jnp.finfo(op.dtype).eps * (jnp.sum(jnp.abs(log_lik)) + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * scale))
+    return da, noise
 
 
-def _residual(K, likelihood, y, f):
+def _residual(op, likelihood, y, f):
     """The residual of the mode's equation f = K grad log p(y|f) (``_newton.mode_residual``)."""
     grad = likelihood.derivatives(y, f)[1]
-    return mode_residual(f, K @ grad, jnp.abs(K) @ jnp.abs(grad))
+    return mode_residual(f, op.mv(grad), op.abs_mv(jnp.abs(grad)))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _mode(method: Laplace, K, likelihood, y, a0):
+def _mode(method: Laplace, op, likelihood, y, a0):
     """The posterior mode f^(K, likelihood), differentiable by the implicit function theorem.
 
-    Also returns L, the Cholesky factor of B at f^ (no derivative): the
-    adjoint solve and the log marginal likelihood share this one factorisation.
+    Also returns the factorisation of B at f^ (no derivative): the adjoint solve and the log marginal
+    likelihood share it.
     """
     f, a, steps, status, change = newton(
-        lambda a: _psi(K, likelihood, y, a),
-        lambda a, f: _newton_direction(K, likelihood, y, a, f),
-        lambda f: _residual(K, likelihood, y, f),
+        lambda a: _psi(op, likelihood, y, a),
+        lambda a, f: _direction(op, likelihood, y, a, f),
+        lambda f: _residual(op, likelihood, y, f),
         a0,
         tol=method.tol,
         residual_tol=method.residual_tol,
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )
-    L = factor_b(K, sqrt_precision(likelihood.derivatives(y, f)[2]))
-    return f, steps, status, a, change, L
+    factor = op.factor(likelihood.derivatives(y, f)[2])
+    return f, steps, status, a, change, factor
 
 
-def _mode_fwd(method, K, likelihood, y, a0):
-    out = _mode(method, K, likelihood, y, a0)
-    return out, (K, likelihood, y, out[0], out[5])
+def _mode_fwd(method, op, likelihood, y, a0):
+    out = _mode(method, op, likelihood, y, a0)
+    return out, (op, likelihood, y, out[0], out[5])
 
 
 def _mode_bwd(method, residuals, cotangents):
@@ -250,17 +248,11 @@ def _mode_bwd(method, residuals, cotangents):
     d f^ = (I + K W)^-1 d(K grad log p)|_f^ and the vector-Jacobian product is
     theta_bar = (d(K grad log p)/d theta)^T u  with  u = (I + W K)^-1 f_bar.
     """
-    K, likelihood, y, f, L = residuals
-    f_bar = cotangents[0]
-    _, _, W = likelihood.derivatives(y, f)
-    u = solve_i_plus_wk(K, sqrt_precision(W), L, f_bar)
-
-    def fixed_point_map(K, likelihood):
-        return K @ likelihood.derivatives(y, f)[1]
-
-    _, vjp = jax.vjp(fixed_point_map, K, likelihood)
-    K_bar, likelihood_bar = vjp(u)
-    return K_bar, likelihood_bar, jnp.zeros_like(y), jnp.zeros_like(f)
+    op, likelihood, y, f, factor = residuals
+    u = factor.solve_i_plus_wk(op, cotangents[0])
+    _, vjp = jax.vjp(lambda op, likelihood: op.mv(likelihood.derivatives(y, f)[1]), op, likelihood)
+    op_bar, likelihood_bar = vjp(u)
+    return op_bar, likelihood_bar, jnp.zeros_like(y), jnp.zeros_like(f)
 
 
 _mode.defvjp(_mode_fwd, _mode_bwd)

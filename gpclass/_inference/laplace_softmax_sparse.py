@@ -37,10 +37,10 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import _dense as dense
-from .._sparse import LowRankCovariance
+from .._covariance import LowRankCovariance
 from .._types import Array, Float
 from ._newton import better_start, mode_residual, newton
-from ._posterior import SolverInfo, SparseSoftmaxSolution
+from ._posterior import SolverInfo, SparseSoftmaxPosterior
 
 
 class SoftmaxFactor(eqx.Module):
@@ -176,7 +176,7 @@ def solve_sparse_softmax_laplace(method, op: LowRankCovariance, Y: Float[Array, 
     factor = softmax_factor(op, pi)
     log_marginal = _log_lik(Y, F) - 0.5 * jnp.sum((Y - pi) * F) - factor.half_log_det()
     weights = dense.solve_triangular(op.chol_uu, ((Y - pi).T @ op.Phi).T, lower=True, trans=1)  # K_uu^-1 K_un a, (m, C)
-    return SparseSoftmaxSolution(
+    return SparseSoftmaxPosterior(
         alpha=weights,
         chol_uu=op.chol_uu,
         chol_h=factor.chol_h,

@@ -17,7 +17,7 @@ from .._progress import as_progress, due, every_for, report
 from .._status import finite_status
 from .._validation import require_setting
 from ._base import AbstractInference
-from ._posterior import SamplerInfo, SampleSolution
+from ._posterior import SamplePosterior, SamplerInfo
 from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, prior_factor
 
 
@@ -64,7 +64,7 @@ class MCMC(AbstractInference):
             "gpc.Laplace() or gpc.EP(), and use gpc.AIS() to estimate log p(y|X, theta) at fixed hyperparameters."
         )
 
-    def solve(self, K, likelihood, y, init=None, key=None):
+    def solve_matrix(self, K, likelihood, y, init=None, key=None):
         if key is None:
             raise GPClassError("MCMC needs an explicit PRNG key: gpc.infer(gpc.MCMC(), ..., key=jax.random.key(0)).")
         L = prior_factor(K, self.jitter)
@@ -114,7 +114,7 @@ class MCMC(AbstractInference):
         samples = positions.reshape(-1, K.shape[0]) @ L.T
         acceptance, evaluations = acceptance_summary(info)
         nan = jnp.asarray(jnp.nan, K.dtype)
-        return SampleSolution(
+        return SamplePosterior(
             samples=samples,
             log_weights=jnp.zeros(samples.shape[0], K.dtype),
             chol=L,

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._covariance import DenseCovariance
 from .._exceptions import GPClassError
 from .._types import Array, Float
 from .._validation import Checks
@@ -43,6 +44,13 @@ class AbstractKernel(eqx.Module):
         checks nothing: a kernel without checks of its own relies on the checks
         of its Gram matrix (finite, non-negative diagonal).
         """
+
+    def check_inputs(self, X) -> None:
+        """Static checks of the training inputs against this prior (a sparse prior's inducing inputs); none."""
+
+    def covariance(self, X: Float[Array, "n d"]) -> DenseCovariance:
+        """The prior covariance of the training inputs as an operator: the Gram matrix k(X, X)."""
+        return DenseCovariance(self.gram(X))
 
     def check_parameters(self) -> "AbstractKernel":
         """This kernel with the checks of :meth:`parameter_checks` attached (``eqx.branched_error_if``)."""

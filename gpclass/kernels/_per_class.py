@@ -6,6 +6,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._covariance import PerClassCovariance
 from .._exceptions import GPClassError
 from ._base import AbstractKernel
 
@@ -50,6 +51,10 @@ class PerClass(AbstractKernel):
 
     def diag(self, X):
         return eqx.filter_vmap(lambda k: k.diag(X))(self.kernels)
+
+    def covariance(self, X) -> PerClassCovariance:
+        """The C blocks k_c(X, X) as one operator."""
+        return PerClassCovariance(self.gram(X))
 
     def parameter_checks(self, checks):
         # The stacked kernel is one of its class's kernels with a class axis on every parameter; its checks

@@ -1,0 +1,110 @@
+"""The exact prior: the Gram matrix K (one latent function) or C blocks K_c (one per class).
+
+The factorisation of B = I + W^1/2 K W^1/2 is GPML's (section 3.4.3, ``_linalg``):
+its Cholesky factor, solves and log-determinant with the hand-written reverse
+mode that reuses the factor.
+"""
+
+from typing import ClassVar
+
+import jax.numpy as jnp
+
+from .._exceptions import GPClassError
+from .._linalg import factor_b, factor_b_given, half_log_det_b, solve_i_plus_wk, sqrt_precision
+from .._types import Array, Float
+from .._validation import check_covariance
+from ._base import CLASSES, MATRIX, AbstractCovariance, AbstractFactor
+
+
+class DenseCovariance(AbstractCovariance):
+    """K, the n x n Gram matrix of a kernel on the training inputs."""
+
+    K: Float[Array, "n n"]
+    capabilities: ClassVar[frozenset[str]] = frozenset({MATRIX})
+
+    @property
+    def shape(self):
+        return self.K.shape
+
+    @property
+    def dtype(self):
+        return self.K.dtype
+
+    def mv(self, v):
+        return self.K @ v
+
+    def abs_mv(self, v):
+        return jnp.abs(self.K) @ v
+
+    def diagonal(self):
+        return jnp.diagonal(self.K)
+
+    def value_checks(self, checks):
+        check_covariance(self.K, checks)
+        return self
+
+    def factor(self, w) -> "DenseFactor":
+        sqrt_w = sqrt_precision(w)
+        return DenseFactor(w=w, sqrt_w=sqrt_w, chol=factor_b(self.K, sqrt_w))
+
+    def factor_given(self, w, factor: "DenseFactor") -> "DenseFactor":
+        """The factor L of B from ``factor`` (no second factorisation); its reverse mode factorises B again
+        only when something differentiated depends on L itself (``_linalg.factor_b_given``)."""
+        sqrt_w = sqrt_precision(w)
+        return DenseFactor(w=w, sqrt_w=sqrt_w, chol=factor_b_given(self.K, sqrt_w, factor.chol))
+
+
+class DenseFactor(AbstractFactor):
+    """L L^T = B = I + W^1/2 K W^1/2 (GPML eq. 3.26), with W^1/2."""
+
+    w: Float[Array, " n"]
+    sqrt_w: Float[Array, " n"]
+    chol: Float[Array, "n n"]
+
+    def solve_i_plus_wk(self, op: DenseCovariance, v):
+        """(I + W K)^-1 v = v - W^1/2 B^-1 W^1/2 K v (``_linalg.solve_i_plus_wk``)."""
+        return solve_i_plus_wk(op.K, self.sqrt_w, self.chol, v)
+
+    def half_log_det_b(self, op: DenseCovariance):
+        """sum_i log L_ii, its derivative flowing to K and W^1/2 directly (``_linalg.half_log_det_b``)."""
+        return half_log_det_b(op.K, self.sqrt_w, self.chol)
+
+
+class PerClassCovariance(AbstractCovariance):
+    """C blocks K_c (C x n x n), one per latent function: the prior of a softmax model with a PerClass kernel.
+
+    Its products act on (n, C) arrays, class by class; it has no factorisation
+    for a diagonal W (that is a one-latent method's): the softmax's block W
+    is factorised by multi-class Laplace itself.
+    """
+
+    K: Float[Array, "C n n"]
+    capabilities: ClassVar[frozenset[str]] = frozenset({MATRIX, CLASSES})
+
+    @property
+    def shape(self):
+        return self.K.shape[1:]
+
+    @property
+    def dtype(self):
+        return self.K.dtype
+
+    def mv(self, v: Float[Array, "n C"]) -> Float[Array, "n C"]:
+        return jnp.einsum("cij,jc->ic", self.K, v)
+
+    def abs_mv(self, v: Float[Array, "n C"]) -> Float[Array, "n C"]:
+        return jnp.einsum("cij,jc->ic", jnp.abs(self.K), v)
+
+    def diagonal(self) -> Float[Array, "n C"]:
+        return jnp.diagonal(self.K, axis1=-2, axis2=-1).T
+
+    def value_checks(self, checks):
+        check_covariance(self.K, checks)
+        return self
+
+    def factor(self, w):
+        raise GPClassError("a PerClass prior has one block per class: it needs the multi-class "
+                           "gpc.likelihoods.Softmax likelihood.")
+
+    def factor_given(self, w, factor):
+        return self.factor(w)
