@@ -10,6 +10,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -259,3 +260,16 @@ def test_a_failed_write_leaves_the_previous_file_and_says_why(tmp_path, monkeypa
 def test_a_full_device_raises_the_operating_systems_error():
     with open("/dev/full", "wb", buffering=0) as f, pytest.raises(OSError, match="No space left"):
         save(f, gpc.SVGP.at_prior(KERNEL, LIK, X[:6]))
+
+
+def test_a_posterior_saved_before_the_redesign_loads_and_predicts_the_same():
+    """A Laplace posterior written by gpclass at 9627896 (format 2, before the posterior classes gained their
+    predict methods and lost their Solution twins) loads without a warning and predicts bit for bit what it
+    predicted there (40 crabs cases, tests/data)."""
+    directory = os.path.join(os.path.dirname(__file__), "data")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        post = load(os.path.join(directory, "laplace_posterior_format_2_before_redesign.gpc"))
+    saved = np.load(os.path.join(directory, "laplace_posterior_format_2_before_redesign.npz"))
+    assert isinstance(post, gpc.GaussianPosterior)
+    np.testing.assert_array_equal(post.predict(saved["X"]), saved["p"])
