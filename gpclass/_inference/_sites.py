@@ -11,8 +11,9 @@ computed without inverting K or S~ through B = I + S~^1/2 K S~^1/2 = L L^T
 import jax.numpy as jnp
 
 from .. import _dense as dense
+from .._covariance import DenseCovariance, DenseFactor
 from .._linalg import factor_b, solve_b, sqrt_precision
-from ._posterior import GaussianPosterior
+from ._posterior import GaussianPosterior, gaussian_posterior
 
 
 def factor_sites(K, tau):
@@ -48,10 +49,9 @@ def site_posterior(K, tau, nu, L, *, log_marginal, info, warm_start) -> Gaussian
     """The posterior of prior x sites: alpha = K^-1 mu (``site_alpha``), W^1/2 = S~^1/2, the factor L of B,
     the mean mu = K alpha, and the method's log_marginal, info and warm_start as given."""
     alpha = site_alpha(K, tau, nu, L)
-    return GaussianPosterior(
-        alpha=alpha, sqrt_w=sqrt_precision(tau), chol=L, mean=K @ alpha,
-        log_marginal=log_marginal, info=info, warm_start=warm_start,
-    )
+    factor = DenseFactor(w=tau, sqrt_w=sqrt_precision(tau), chol=L)
+    return gaussian_posterior(DenseCovariance(K), factor, alpha=alpha, mean=K @ alpha, log_marginal=log_marginal,
+                              info=info, warm_start=warm_start)
 
 
 def site_alpha(K, tau, nu, L):

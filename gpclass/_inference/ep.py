@@ -36,7 +36,6 @@ differentiated and memory does not depend on the number of sweeps.
   oscillating mode of undamped parallel EP, where the iteration diverges.
 """
 
-import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -124,9 +123,7 @@ class EP(AbstractInference):
 
     def solve(self, op, likelihood, y, init=None, key=None):
         """The sequential or parallel schedule on a kernel's K, the parallel one under a sparse prior."""
-        if MATRIX in op.capabilities:
-            if self.schedule is None:  # the default for a kernel's K
-                return dataclasses.replace(self, schedule="sequential").solve_matrix(op.K, likelihood, y, init, key)
+        if MATRIX in op.capabilities:  # schedule None runs the sequential sweeps here (_run_sweeps)
             return self.solve_matrix(op.K, likelihood, y, init, key)
         if self.schedule == "sequential":
             op.require(MATRIX, "EP(schedule='sequential')", "Under a sparse prior EP updates every site at once: "
