@@ -48,12 +48,15 @@ def workloads(gpc, X, y) -> dict:
     y_big = np.sign(X_big[:, 0] + 0.5 * rng.normal(size=20000))
     classes = np.arange(len(y)) % 3
 
-    def value_and_grad(method, likelihood, X, y, sparse=None):
+    def value_and_grad(method, likelihood, X, y, sparse=None, approximation="fitc", predict=False):
         def log_q(p):
             kernel = gpc.kernels.SquaredExponential(jnp.exp(p[0]), jnp.exp(p[1]))
             if sparse is not None:
-                kernel = gpc.Sparse(kernel, X[:sparse])
-            return gpc.infer(method, kernel, likelihood, X, y).log_marginal
+                kernel = gpc.Sparse(kernel, X[:sparse], approximation=approximation)
+            post = gpc.infer(method, kernel, likelihood, X, y)
+            if predict:  # a prediction's gradient: the converged solution's implicit adjoint
+                return jnp.sum(gpc.predict(post, X[:50]))
+            return post.log_marginal
 
         program = gpc.jit(jax.value_and_grad(log_q))
         start = jnp.array([1.0, 2.5])
@@ -69,6 +72,14 @@ def workloads(gpc, X, y) -> dict:
         "FITC Laplace n=1500": value_and_grad(gpc.Laplace(), logistic, X[:1500], y[:1500], sparse=200),
         "FITC Laplace n=2e4": value_and_grad(gpc.Laplace(), logistic, X_big, y_big, sparse=200),
         "FITC EP n=2e4": value_and_grad(gpc.EP(), probit, X_big, y_big, sparse=100),
+        "parallel EP n=600": value_and_grad(gpc.EP(schedule="parallel"), probit, X[:600], y[:600]),
+        "FITC KL n=5000": value_and_grad(gpc.KL(), logistic, X_big[:5000], y_big[:5000], sparse=100),
+        "VFE JJ n=5000": value_and_grad(gpc.JaakkolaJordan(), logistic, X_big[:5000], y_big[:5000], sparse=100,
+                                        approximation="vfe"),
+        "EP prediction n=300": value_and_grad(gpc.EP(), probit, X[:300], y[:300], predict=True),
+        "KL prediction n=300": value_and_grad(gpc.KL(), logistic, X[:300], y[:300], predict=True),
+        "FITC EP prediction n=2000": value_and_grad(gpc.EP(), probit, X_big[:2000], y_big[:2000], sparse=100,
+                                                    predict=True),
     }
 
 

@@ -118,7 +118,7 @@ def section_joint(max_steps):
             jnp.exp(p["log_b"]))
 
     def negative(p):
-        return -lower_bound(kernel_of(p).gram(Xtr), ytr, p["nu"])
+        return -lower_bound(kernel_of(p).covariance(Xtr), ytr, p["nu"])
 
     @gpc.jit
     def joint(p):

@@ -124,7 +124,7 @@ def solve_triangular(A: Float[Array, "n n"], B: Array, lower: bool, trans: int =
 
 def solve_triangular_right(A: Float[Array, "n n"], B: Float[Array, "m n"], lower: bool, trans: int = 0) -> Array:
     """B op(A)^-1 for triangular A and a matrix B: the transpose of ``solve_triangular(A, B^T, lower, 1 - trans)``,
-    by LAPACK's right-sided solve, so the result is laid out for products X Y^T (``_sites.factor_sites``)."""
+    by LAPACK's right-sided solve, so the result is laid out for products X Y^T (``DenseFactor.covariance``)."""
     _check_matrix(A, "A")
     return _solve_triangular(A, B, lower, int(trans), False)
 

@@ -54,6 +54,28 @@ def test_low_rank_operator_against_numpy_from_kernel_blocks(approximation, power
     np.testing.assert_allclose(factor.power_log_det(op), expected, rtol=1e-10)
 
 
+@pytest.mark.parametrize("approximation", [None, "fitc", "vfe", 0.4])
+def test_sites_covariance_against_numpy(approximation):
+    """Sigma = (K^-1 + W)^-1 of every operator by its products, against NumPy's K (I + W K)^-1 (K from kernel
+    blocks), with one site switched off."""
+    w = W.copy()
+    w[2] = 0.0
+    if approximation is None:
+        op, K = KERNEL.covariance(jnp.asarray(X)), np.asarray(KERNEL.gram(jnp.asarray(X)))
+    else:
+        op = gpc.Sparse(KERNEL, Z, approximation=approximation).covariance(jnp.asarray(X))
+        K = sparse_oracle({"fitc": 1.0, "vfe": 0.0}.get(approximation, approximation))[0]
+    Sigma = np.linalg.solve(np.eye(len(V)) + K * w[None, :], K)  # (I + K W)^-1 K = K (I + W K)^-1
+    for cov in (op.factor(jnp.asarray(w)).covariance(op), op.factor(jnp.asarray(w)).covariance(op).formed()):
+        np.testing.assert_allclose(cov.times(V), Sigma @ V, rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(cov.squared_times(V), Sigma**2 @ V, rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(cov.variance(), np.diag(Sigma), rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(cov.quadratic(V), V @ Sigma @ V, rtol=1e-9)
+        assert cov.has_matrix == (approximation is None)
+        if cov.has_matrix:
+            np.testing.assert_allclose(cov.matrix(), Sigma, rtol=1e-9, atol=1e-11)
+
+
 def test_dense_operator_against_numpy():
     K = np.asarray(KERNEL.gram(jnp.asarray(X)))
     op = KERNEL.covariance(jnp.asarray(X))
@@ -131,7 +153,7 @@ def test_refusals_name_the_method_and_the_prior():
     """Sparse EP ran its parallel update whatever schedule and order said; now the combination is refused."""
     prior = gpc.Sparse(KERNEL, Z)
     with pytest.raises(gpc.GPClassError, match=r"EP\(schedule='sequential'\) needs the prior covariance as a dense "
-                                               r"n x n matrix.*LowRankCovariance \(a sparse prior, gpc.Sparse\)"):
+                                               r"n x n matrix.*LowRankCovariance \(a sparse prior, gpc.Sparse, FITC\)"):
         gpc.infer(gpc.EP(schedule="sequential"), prior, gpc.likelihoods.Probit(), X, Y)
     with pytest.raises(gpc.GPClassError, match=r"EP\(order='random'\).*sparse prior"):
         gpc.infer(gpc.EP(order="random"), prior, gpc.likelihoods.Probit(), X, Y, key=jax.random.key(0))
@@ -140,3 +162,73 @@ def test_refusals_name_the_method_and_the_prior():
     default = gpc.infer(gpc.EP(), prior, gpc.likelihoods.Probit(), X, Y)  # the parallel schedule, as before
     parallel = gpc.infer(gpc.EP(schedule="parallel"), prior, gpc.likelihoods.Probit(), X, Y)
     assert float(default.log_marginal) == float(parallel.log_marginal)
+
+
+def test_label_noise_ep_under_fitc_equals_dense_ep_on_the_numpy_fitc_matrix():
+    """EP with a likelihood that is not log-concave under FITC (refused before the one implicit adjoint): log q
+    and its gradient equal dense EP's on K~ assembled in NumPy from kernel blocks (a Precomputed kernel), and the
+    gradient equals central differences."""
+    likelihood = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.1)
+    K_fitc, _ = sparse_oracle(1.0)
+    items = np.arange(len(Y), dtype=np.float64)[:, None]
+    sparse = gpc.infer(gpc.EP(tol=1e-12), gpc.Sparse(KERNEL, Z), likelihood, X, Y)
+    dense = gpc.infer(gpc.EP(schedule="parallel", tol=1e-12), gpc.kernels.Precomputed(K_fitc), likelihood, items, Y)
+    np.testing.assert_allclose(sparse.log_marginal, dense.log_marginal, rtol=1e-10)
+    np.testing.assert_allclose(sparse.mean, dense.mean, rtol=1e-8, atol=1e-10)  # q(f) at the training cases
+
+    @gpc.jit(compiler_options=FAST_COMPILE)
+    @jax.value_and_grad
+    def log_q(params):
+        kernel = gpc.kernels.SquaredExponential(jnp.exp(params["log_v"]), jnp.exp(params["log_l"]))
+        noisy = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), params["epsilon"])
+        return gpc.infer(gpc.EP(tol=1e-12), gpc.Sparse(kernel, Z), noisy, X, Y).log_marginal
+
+    params = {"log_v": np.float64(0.4), "log_l": np.float64(-0.2), "epsilon": np.float64(0.1)}
+    assert_directional_derivatives(log_q, params, directions=2, h=1e-5, rtol=1e-5, atol=1e-7)
+
+
+def test_precomputed_gram_matrix_runs_under_every_method_as_its_kernel_does():
+    """A user's Gram matrix over items (``gpc.kernels.Precomputed``) against the kernel that made it: the same
+    log q and predictions under every method, the gradient in K by finite differences, and clear refusals."""
+    X_all = np.concatenate([X, X[:3] + 0.1])  # 24 training and 3 test items
+    K_all = np.asarray(KERNEL.gram(jnp.asarray(X_all)))
+    train, test = np.arange(len(Y), dtype=np.float64)[:, None], np.arange(len(Y), len(X_all), dtype=np.float64)[:, None]
+    precomputed = gpc.kernels.Precomputed(K_all)
+    key = jax.random.key(0)
+    methods = [gpc.Laplace(), gpc.EP(), gpc.EP(schedule="parallel"), gpc.KL(), gpc.JaakkolaJordan(),
+               gpc.JaakkolaJordanUpper(), gpc.MCMC(num_samples=20, num_warmup=5, num_chains=1)]
+    for method in methods:
+        by_kernel = gpc.infer(method, KERNEL, LIK, X, Y, key=key)
+        by_items = gpc.infer(method, precomputed, LIK, train, Y, key=key)
+        np.testing.assert_allclose(by_items.log_marginal, by_kernel.log_marginal, rtol=1e-12, err_msg=repr(method))
+        np.testing.assert_allclose(by_items.predict(test, key=key), by_kernel.predict(X_all[len(Y):], key=key),
+                                   rtol=1e-10, err_msg=repr(method))
+    classes = np.arange(len(Y)) % 3
+    softmax = gpc.likelihoods.Softmax(3)
+    np.testing.assert_allclose(gpc.infer(gpc.Laplace(), precomputed, softmax, train, classes).log_marginal,
+                               gpc.infer(gpc.Laplace(), KERNEL, softmax, X, classes).log_marginal, rtol=1e-12)
+    # from_blocks: what prediction needs, the unknown test-by-test covariances NaN.
+    blocks = gpc.kernels.Precomputed.from_blocks(K_all[:24, :24], K_all[:24, 24:], np.diag(K_all)[24:])
+    post = gpc.infer(gpc.EP(), blocks, LIK, train, Y)
+    np.testing.assert_allclose(post.predict(test), gpc.infer(gpc.EP(), KERNEL, LIK, X, Y).predict(X_all[24:]),
+                               rtol=1e-10)
+    assert np.isnan(np.asarray(blocks.K)[24, 25])
+
+    @gpc.jit(compiler_options=FAST_COMPILE)
+    @jax.value_and_grad
+    def log_q(K):
+        return gpc.infer(gpc.KL(), gpc.kernels.Precomputed(K), LIK, train, Y).log_marginal
+
+    direction = RNG.normal(size=(len(Y), len(Y)))
+    K_train = K_all[:24, :24] + 0.0 * direction
+    h = 1e-6
+    sym = direction + direction.T
+    grad = log_q(K_train)[1]
+    fd = (log_q(K_train + h * sym)[0] - log_q(K_train - h * sym)[0]) / (2 * h)
+    np.testing.assert_allclose(float(jnp.vdot(grad, sym)), fd, rtol=1e-6)
+    with pytest.raises(gpc.GPClassError, match="item numbers 0..26"):
+        gpc.infer(gpc.Laplace(), precomputed, LIK, train + 10, Y)
+    with pytest.raises(gpc.GPClassError, match="item numbers 0..26"):
+        post.predict(np.array([[2.5]]))
+    with pytest.raises(gpc.GPClassError, match="square Gram matrix"):
+        gpc.kernels.Precomputed(K_all[:3])

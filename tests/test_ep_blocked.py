@@ -18,6 +18,7 @@ from conftest import FAST_COMPILE, central_difference, se_kernel, standardised_s
 from scipy import special
 
 import gpclass as gpc
+from gpclass._covariance import DenseCovariance
 from gpclass._inference.ep import _sequential_sweep
 
 N = 100  # > 64 and not a multiple of 64: blocks of 64 and 36 (+ 28 padding) sites
@@ -155,7 +156,9 @@ def test_one_blocked_sweep_equals_the_unblocked_rank_one_sweep():
 @functools.partial(gpc.jit, compiler_options=FAST_COMPILE)
 def sweep_in_panels(K, y, tau, nu, order):
     """One sweep in blocks of 16 sites (n = 100: 7 blocks, the last with 12 padding sites) in 3 panels."""
-    return _sequential_sweep(K, PROBIT, y, tau, nu, 1.0, order, block=16, panels=3)
+    op = DenseCovariance(K)
+    cov = op.factor(tau).covariance(op)
+    return _sequential_sweep(cov.matrix(), cov.times(nu), PROBIT, y, tau, nu, 1.0, order, block=16, panels=3)
 
 
 @pytest.mark.parametrize("random_order", [False, True], ids=["order-1-n", "random-order"])

@@ -9,18 +9,22 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
+from .. import _dense as dense
 from .._exceptions import GPClassError
 from .._linalg import factor_b, factor_b_given, half_log_det_b, solve_i_plus_wk, sqrt_precision
 from .._types import Array, Float
 from .._validation import check_covariance
-from ._base import CLASSES, MATRIX, AbstractCovariance, AbstractFactor
+from ._base import BOUND, CLASSES, MATRIX, PRIOR, AbstractCovariance, AbstractFactor, AbstractSitesCovariance
 
 
 class DenseCovariance(AbstractCovariance):
     """K, the n x n Gram matrix of a kernel on the training inputs."""
 
     K: Float[Array, "n n"]
-    capabilities: ClassVar[frozenset[str]] = frozenset({MATRIX})
+    capabilities: ClassVar[frozenset[str]] = frozenset({MATRIX, PRIOR, BOUND})
+
+    def describe(self):
+        return "a kernel's Gram matrix"
 
     @property
     def shape(self):
@@ -69,6 +73,53 @@ class DenseFactor(AbstractFactor):
         """sum_i log L_ii, its derivative flowing to K and W^1/2 directly (``_linalg.half_log_det_b``)."""
         return half_log_det_b(op.K, self.sqrt_w, self.chol)
 
+    def covariance(self, op: DenseCovariance) -> "DenseSitesCovariance":
+        """Sigma = K - Vt Vt^T, Vt = K W^1/2 L^-T (GPML eq. 3.68): one right-sided triangular solve."""
+        return DenseSitesCovariance(K=op.K, Vt=covariance_root(op.K, self.sqrt_w, self.chol))
+
+
+def covariance_root(K, sqrt_w, L):
+    """Vt = K W^1/2 L^-T, so that (K^-1 + W)^-1 = K - Vt Vt^T (GPML eq. 3.68).
+
+    Vt is V^T for GPML's V = L^-1 W^1/2 K, computed by a right-sided triangular solve: XLA's CPU backend forms
+    Vt Vt^T from it at about 0.6 of the time of V^T V from a left-sided solve (n = 600: 9 against 17 ms).
+    """
+    return dense.solve_triangular_right(L, K * sqrt_w[None, :], lower=True, trans=1)
+
+
+class DenseSitesCovariance(AbstractSitesCovariance):
+    """Sigma = K - Vt Vt^T (:meth:`DenseFactor.covariance`), and Sigma itself once :meth:`formed`."""
+
+    K: Float[Array, "n n"]
+    Vt: Float[Array, "n n"]
+    Sigma: Float[Array, "n n"] | None = None
+    has_matrix: ClassVar[bool] = True
+
+    def formed(self) -> "DenseSitesCovariance":
+        """This Sigma with its matrix formed: products go through it (module docstring of ``_base``)."""
+        return self if self.Sigma is not None else DenseSitesCovariance(self.K, self.Vt, self.matrix())
+
+    def times(self, v):
+        if self.Sigma is not None:
+            return self.Sigma @ v
+        return self.K @ v - self.Vt @ (self.Vt.T @ v)
+
+    def squared_times(self, v):
+        return self.matrix() ** 2 @ v
+
+    def variance(self):
+        if self.Sigma is not None:
+            return jnp.diagonal(self.Sigma)
+        return jnp.diagonal(self.K) - jnp.sum(self.Vt**2, axis=1)
+
+    def quadratic(self, v):
+        """v^T K v - |Vt^T v|^2."""
+        u = self.Vt.T @ v
+        return jnp.dot(v, self.K @ v) - jnp.dot(u, u)
+
+    def matrix(self):
+        return self.K - self.Vt @ self.Vt.T if self.Sigma is None else self.Sigma
+
 
 class PerClassCovariance(AbstractCovariance):
     """C blocks K_c (C x n x n), one per latent function: the prior of a softmax model with a PerClass kernel.
@@ -79,7 +130,10 @@ class PerClassCovariance(AbstractCovariance):
     """
 
     K: Float[Array, "C n n"]
-    capabilities: ClassVar[frozenset[str]] = frozenset({MATRIX, CLASSES})
+    capabilities: ClassVar[frozenset[str]] = frozenset({MATRIX, CLASSES, PRIOR, BOUND})
+
+    def describe(self):
+        return "a PerClass kernel"
 
     @property
     def shape(self):

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from .. import _dense as dense
 from .._types import Array, Float
 from .._validation import check_covariance_operator
-from ._base import AbstractCovariance, AbstractFactor
+from ._base import BOUND, PRIOR, AbstractCovariance, AbstractFactor, AbstractSitesCovariance
 
 
 def times_inverse_transpose(A: Float[Array, "n m"], L: Float[Array, "m m"]) -> Float[Array, "n m"]:
@@ -47,6 +47,18 @@ class LowRankCovariance(AbstractCovariance):
     g: Float[Array, " n"]
     chol_uu: Float[Array, "m m"]
     power: float = eqx.field(static=True)
+
+    @property
+    def capabilities(self):
+        return frozenset({PRIOR, BOUND} if self.power == 1.0 else {BOUND} if self.power == 0.0 else ())
+
+    def describe(self):
+        kind = {1.0: "FITC", 0.0: "VFE"}.get(self.power, f"power {self.power}")
+        return f"a sparse prior, gpc.Sparse, {kind}"
+
+    def trace_variance(self):
+        """(1 - s) g: VFE's g, 0 for FITC (module docstring)."""
+        return (1.0 - self.power) * self.g
 
     def value_checks(self, checks):
         check_covariance_operator(self, checks)
@@ -122,15 +134,16 @@ class LowRankFactor(AbstractFactor):
         x = v / (1.0 + op.power * op.g * self.w)
         return x - self.d * (self.PhiL @ (x @ self.PhiL))
 
-    def posterior_times(self, op: LowRankCovariance, v: Float[Array, " n"]) -> Float[Array, " n"]:
-        """Sigma v = delta v + R (R^T v) (:meth:`posterior_covariance`), with no cancellation; R is not formed."""
-        delta, shrink = self._diagonals(op)
-        return delta * v + shrink * (self.PhiL @ ((shrink * v) @ self.PhiL))
+    def covariance(self, op: LowRankCovariance) -> "LowRankSitesCovariance":
+        """Sigma = (K~^-1 + W)^-1 = diag(delta) + R R^T in O(n m^2), R = diag(shrink) Phi L^-T.
 
-    def posterior_quadratic(self, op: LowRankCovariance, v: Float[Array, " n"]) -> Float[Array, ""]:
-        """v^T Sigma v = sum delta v^2 + |R^T v|^2: a sum of squares, where v^T K~ v - r^T (K~ + W^-1)^-1 r cancels."""
-        delta, shrink = self._diagonals(op)
-        return jnp.dot(delta * v, v) + jnp.sum(((shrink * v) @ self.PhiL) ** 2)
+        With G = s diag(g): Sigma = K~ - K~ P K~, P = (K~ + W^-1)^-1 = D - D Phi C^-1 Phi^T D,
+        C = I + Phi^T D Phi; expanding and using C - Phi^T D Phi = I collapses it to
+        delta = s g / (1 + s g W) and shrink = 1 / (1 + s g W).
+        """
+        G = op.power * op.g
+        shrink = 1.0 / (1.0 + G * self.w)
+        return LowRankSitesCovariance(delta=G * shrink, shrink=shrink, PhiL=self.PhiL)
 
     def half_log_det_b(self, op: LowRankCovariance) -> Float[Array, ""]:
         """1/2 log|I + W^1/2 K~ W^1/2| = sum log L_ii + 1/2 sum log(1 + s g W)."""
@@ -147,39 +160,29 @@ class LowRankFactor(AbstractFactor):
         t = z if s == 0.0 else jnp.log1p(s * z) / s
         return jnp.sum(jnp.log(jnp.diagonal(self.chol))) + 0.5 * jnp.sum(t)
 
-    def posterior_covariance(self, op: LowRankCovariance) -> tuple[Float[Array, " n"], Float[Array, "n m"]]:
-        """Sigma = (K~^-1 + W)^-1 = diag(delta) + R R^T in O(n m^2): returns (delta, R).
 
-        With G = s diag(g): Sigma = K~ - K~ P K~, P = (K~ + W^-1)^-1 = D - D Phi C^-1 Phi^T D,
-        C = I + Phi^T D Phi; expanding and using C - Phi^T D Phi = I collapses it to
-        delta = s g / (1 + s g W) and R = diag(1 / (1 + s g W)) Phi L^-T, L L^T = C.
-        """
-        delta, shrink = self._diagonals(op)
-        return delta, self.PhiL * shrink[:, None]
 
-    def posterior_products(self, op: LowRankCovariance):
-        """x -> Sigma x and x -> (Sigma o Sigma) x (elementwise square) with Sigma = diag(delta) + R R^T
-        (:meth:`posterior_covariance`), plain array operations in O(n m) and O(n m^2):
-        (Sigma o Sigma) x = delta^2 x + 2 delta r x + rowsum(R o (R R^T diag(x) R)), r = rowsum(R^2)."""
-        delta, R = self.posterior_covariance(op)
+class LowRankSitesCovariance(AbstractSitesCovariance):
+    """Sigma = diag(delta) + R R^T, R = diag(shrink) Phi L^-T (:meth:`LowRankFactor.covariance`): every product a
+    sum of squares or a matrix product in O(n m) or O(n m^2), with no cancellation (R is formed only by
+    :meth:`squared_times`)."""
+
+    delta: Float[Array, " n"]
+    shrink: Float[Array, " n"]
+    PhiL: Float[Array, "n m"]
+
+    def times(self, v):
+        return self.delta * v + self.shrink * (self.PhiL @ ((self.shrink * v) @ self.PhiL))
+
+    def squared_times(self, x):
+        """(Sigma o Sigma) x = delta^2 x + 2 delta r x + rowsum(R o (R R^T diag(x) R)), r = rowsum(R^2)."""
+        R = self.PhiL * self.shrink[:, None]
         r = jnp.sum(R**2, axis=1)
+        return self.delta**2 * x + 2.0 * self.delta * r * x + jnp.sum(R * (R @ (R.T @ (x[:, None] * R))), axis=1)
 
-        def sigma(x):
-            return delta * x + R @ (x @ R)
+    def variance(self):
+        return self.delta + self.shrink**2 * jnp.sum(self.PhiL**2, axis=1)
 
-        def sigma_squared(x):
-            return delta**2 * x + 2.0 * delta * r * x + jnp.sum(R * (R @ (R.T @ (x[:, None] * R))), axis=1)
-
-        return sigma, sigma_squared
-
-    def posterior_variance(self, op: LowRankCovariance) -> Float[Array, " n"]:
-        """diag Sigma = delta + rowsum(R^2) (:meth:`posterior_covariance`); R is not formed."""
-        delta, shrink = self._diagonals(op)
-        return delta + shrink**2 * jnp.sum(self.PhiL**2, axis=1)
-
-    def _diagonals(self, op: LowRankCovariance) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
-        """delta = s g / (1 + s g W) and shrink = 1 / (1 + s g W), R = diag(shrink) Phi L^-T."""
-        G = op.power * op.g
-        shrink = 1.0 / (1.0 + G * self.w)
-        return G * shrink, shrink
-
+    def quadratic(self, v):
+        """sum delta v^2 + |R^T v|^2: a sum of squares, where v^T K~ v - r^T (K~ + W^-1)^-1 r cancels."""
+        return jnp.dot(self.delta * v, v) + jnp.sum(((self.shrink * v) @ self.PhiL) ** 2)

@@ -5,6 +5,15 @@ with natural parameters (tau~_i, nu~_i); sites are refined until the marginals
 of q(f) = N(mu, Sigma), Sigma = (K^-1 + S~)^-1, mu = Sigma nu~, match the
 moments of the tilted distributions (GPML eqs. 3.56-3.59).
 
+Any prior operator (``gpclass._covariance``) that is the model's prior
+covariance itself: a kernel's K, or a sparse prior's FITC K~ = Q + diag(K - Q)
+(GPML ``infEP`` with ``apxSparse``; Snelson & Ghahramani 2006).  The
+sequential schedule updates Sigma by exact rank-one changes and needs K as a
+matrix; the parallel schedule updates every site from the current marginals
+and refactorises once per sweep (O(n m^2) under FITC, where GPML updates the
+sites one at a time with rank-one Cholesky updates, O(m^2) each; both stop at
+the same EP fixed point).
+
 Gradients.  log Z_EP (eqs. 3.65, 3.73, 3.74) is a function L(theta, s) of the
 hyperparameters and the converged sites s = (tau~, nu~); no sweep is
 differentiated and memory does not depend on the number of sweeps.
@@ -13,27 +22,28 @@ differentiated and memory does not depend on the number of sweeps.
   fixed point L is stationary in every site, dL/ds = 0 (Seeger 2005; Kuss &
   Rasmussen eq. 51), so dL/dtheta is the explicit partial derivative: log Z_EP
   holds the sites fixed (``stop_gradient``) and no sweep costs anything in
-  reverse mode.
-  At the fixed point the partial derivative in K is GPML eq. 5.27,
+  reverse mode.  For a kernel's K the partial derivative in K is GPML eq. 5.27,
   1/2 (b b^T - S~^1/2 B^-1 S~^1/2) with b = K^-1 mu, computed from the last
-  sweep's factor of B (:func:`_log_marginal_at_fixed_point`): no
+  sweep's factor of B (:func:`_dense_log_marginal_at_fixed_point`): no
   factorisation is repeated or differentiated.  This is exact at the fixed
   point; at the computed sites its error is of the order of the convergence
   residual (measured at the default ``tol`` on the stiff problem of
   tests/test_gradients_hard.py: 1.3e-8 absolute for the parallel schedule,
-  whose damped sweeps stop furthest from the fixed point; the adjoint solve
-  below would remove it at the cost of a 2n x 2n solve).
+  whose damped sweeps stop furthest from the fixed point).
 * Predictions, and log Z_EP of other likelihoods (label noise, the step
   function: a site whose precision is clipped at 0 is not a stationary point
   of L), depend on the sites' own dependence on theta.  s*(theta) is the
-  fixed point of the undamped parallel update s = F(s, theta), so
-  ds* = (I - J)^-1 dF/dtheta with J = dF/ds; :func:`_fixed_point_bwd`
-  assembles J densely in O(n^3) from Sigma and solves the adjoint system
-  (I - J)^T lambda = s_bar as a linear system, only when the sites receive a
-  cotangent.  It must not be solved by the iteration lambda <- dL/ds + J^T lambda:
-  F need not be a contraction, and with strongly correlated inputs (repeated
-  and near-repeated rows) J has an eigenvalue of -1.3 to -1.4, the
-  oscillating mode of undamped parallel EP, where the iteration diverges.
+  fixed point of the undamped parallel update s = F(s, theta) (damping does
+  not enter: the damped map d F + (1 - d) I has the same fixed points, and d
+  cancels between (I - J) and dF/dtheta), so ds* = (I - J)^-1 dF/dtheta with
+  J = dF/ds: the implicit adjoint (``_implicit``) solves (I - J)^T lambda = s_bar
+  with J formed from Sigma for a kernel's K (:func:`_parallel_system`) or by
+  GMRES on its products under FITC, only when the sites receive a cotangent.
+  It must not be solved by the iteration lambda <- dL/ds + J^T lambda: F need
+  not be a contraction, and with strongly correlated inputs (repeated and
+  near-repeated rows) J has an eigenvalue of -1.3 to -1.4, the oscillating
+  mode of undamped parallel EP, where the iteration diverged (gradients of
+  1e10 to 1e22 from a convergence residual of 1e-8 on Wisconsin subsets).
 """
 
 import functools
@@ -46,20 +56,22 @@ import numpy as np
 from jax import lax
 
 from .. import _anderson as anderson
-from .. import _dense as dense
-from .._covariance._base import MATRIX
+from .._covariance import AbstractCovariance, AbstractFactor, AbstractSitesCovariance
+from .._covariance._base import MATRIX, PRIOR
 from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change, tolerance
-from .._linalg import factor_b, factor_b_given, half_log_det, inverse_from_cholesky, sqrt_precision
+from .._linalg import inverse_from_cholesky
 from .._status import Status
 from .._types import Array
 from .._validation import require_setting
 from ._base import AbstractInference
 from ._ep_updates import cavity, ep_log_marginal, extrapolate_sites, site_update
-from ._implicit import instantiated, primal_values
-from ._posterior import SolverInfo
-from ._sites import covariance_root, factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
-from .ep_sparse import solve_sparse_ep
+from ._implicit import implicit_fixed_point
+from ._linear_solve import LinearMap, identity_minus
+from ._posterior import SolverInfo, gaussian_posterior
+
+# The GMRES restart of the sites' implicit adjoint under a sparse prior (EP has no Newton solve of its own).
+_ADJOINT_KRYLOV_STEPS = 50
 
 
 class EP(AbstractInference):
@@ -122,189 +134,214 @@ class EP(AbstractInference):
         require_setting("EP", "anderson", self.anderson, low_open=False, integer=True)
 
     def solve(self, op, likelihood, y, init=None, key=None):
-        """The sequential or parallel schedule on a kernel's K, the parallel one under a sparse prior."""
-        if MATRIX in op.capabilities:  # schedule None runs the sequential sweeps here (_run_sweeps)
-            return self.solve_matrix(op.K, likelihood, y, init, key)
+        """Sweeps to the fixed point on ``stop_gradient`` inputs, then log Z_EP and the posterior at the sites."""
+        op.require(PRIOR, "gpc.EP()", "EP under a sparse prior supports FITC only (gpc.Sparse(..., "
+                   "approximation='fitc')); for VFE use gpc.KL() or gpc.Laplace().")
+        sequential = self._sequential_on(op)
+        if self.order == "random" and key is None:
+            raise GPClassError("EP(order='random') needs an explicit PRNG key: gpc.infer(..., key=jax.random.key(0)).")
+        n, dtype = op.shape[0], op.dtype
+        tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
+        nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
+        end = _run_sweeps(self, sequential, *lax.stop_gradient((op, likelihood, y, tau0, nu0)), key)
+        sites = lax.stop_gradient((end.state.tau, end.state.nu))
+        # The sites as a differentiable function of the prior and the likelihood (module docstring): the posterior
+        # depends on them, and their adjoint is solved only when something differentiated depends on them.
+        tau_p, nu_p = implicit_fixed_point(_parallel_system, sites, end.status == Status.CONVERGED, op, likelihood, y,
+                                           _ADJOINT_KRYLOV_STEPS)
+        factor_p = op.factor_given(tau_p, end.state.factor)  # the last sweep's factor
+        if likelihood.log_concave:  # dL/ds = 0 at the fixed point: log Z_EP's gradient holds the sites fixed
+            log_z = _log_marginal_at_fixed_point(op, likelihood, y, *sites, end.state.factor, end.state.cov)
+        else:
+            log_z = log_marginal(op, likelihood, y, tau_p, nu_p, factor_p)
+        alpha = factor_p.solve_i_plus_wk(op, nu_p)  # K^-1 mu = (I + S~ K)^-1 nu~ (GPML Algorithm 3.6, line 4)
+        return gaussian_posterior(
+            op, factor_p, alpha=alpha, mean=op.mv(alpha), log_marginal=log_z,
+            info=SolverInfo(num_steps=end.num_steps, status=end.status, max_change=end.state.change),
+            warm_start=sites,
+        )
+
+    def _sequential_on(self, op) -> bool:
+        """Whether the sweeps are sequential on ``op``: refuses the settings the operator cannot run."""
         if self.schedule == "sequential":
             op.require(MATRIX, "EP(schedule='sequential')", "Under a sparse prior EP updates every site at once: "
                        "use schedule='parallel' or the default schedule=None.")
-        if self.order == "random":
+        sequential = self.schedule == "sequential" or (self.schedule is None and MATRIX in op.capabilities)
+        if self.order == "random" and not sequential:
             raise GPClassError("EP(order='random') orders the sequential schedule's site updates; under a sparse prior "
                                "(gpc.Sparse) EP runs the parallel schedule, which has no order: use order='fixed'.")
-        return solve_sparse_ep(self, op, likelihood, y, init)
-
-    def solve_matrix(self, K, likelihood, y, init=None, key=None):
-        if self.order == "random" and key is None:
-            raise GPClassError("EP(order='random') needs an explicit PRNG key: gpc.infer(..., key=jax.random.key(0)).")
-        n = K.shape[0]
-        dtype = K.dtype
-        tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
-        nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
-        # The sites as a differentiable function of K and the likelihood: the posterior (predictions) depends on
-        # them, and their adjoint is solved only when something differentiated depends on them.
-        tau, nu, sweeps, status, change, factor = _fixed_point(self, K, likelihood, y, tau0, nu0, key)
-        if likelihood.log_concave:
-            # dL/ds = 0 at the fixed point (module docstring): log Z_EP's gradient holds the sites fixed.
-            log_marginal = _log_marginal_at_fixed_point(K, likelihood, y, *lax.stop_gradient((tau, nu, factor)))
-            L = factor_b_given(K, sqrt_precision(tau), factor[0])  # the last sweep's factor
-        else:
-            L = factor_b(K, sqrt_precision(tau))
-            log_marginal = _log_marginal(K, likelihood, y, tau, nu, L)
-        return site_posterior(  # the predictive form of GPML Algorithm 3.6
-            K, tau, nu, L,
-            log_marginal=log_marginal,
-            info=SolverInfo(num_steps=sweeps, status=status, max_change=change),
-            warm_start=(lax.stop_gradient(tau), lax.stop_gradient(nu)),
-        )
+        return sequential
 
     def resolved_tol(self, dtype):
         return tolerance(self.tol, dtype, 1e-10, 1e-5)
 
-    def resolved_damping(self, likelihood):
-        undamped = self.schedule != "parallel" and likelihood.log_concave  # None on a kernel's K is sequential
+    def resolved_damping(self, likelihood, sequential: bool):
+        undamped = sequential and likelihood.log_concave
         return (1.0 if undamped else 0.5) if self.damping is None else self.damping
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _fixed_point(method: EP, K, likelihood, y, tau0, nu0, key):
-    """:func:`_run_sweeps`, the converged sites (tau~, nu~) a differentiable function of K and the likelihood
-    (:func:`_fixed_point_bwd`; the factor of B and the counts carry no derivative)."""
-    return _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
+def log_marginal(op: AbstractCovariance, likelihood, y, tau, nu, factor: AbstractFactor | None = None,
+                 cov: AbstractSitesCovariance | None = None):
+    """log Z_EP by GPML eqs. 3.65, 3.73 and 3.74 under the prior ``op``, from the factor of B.
 
-
-class _Sweeps(NamedTuple):
-    """EP's state after a sweep: the sites, their factorisation, log Z_EP, and the last sweep's changes."""
-
-    tau: Array
-    nu: Array
-    factor: tuple[Array, Array]
-    log_z: Array
-    sweep: Array  # sweeps taken: the random order's permutation index
-    change: Array  # relative change of the sites (tau~ and nu~ separately, the larger)
-    log_z_change: Array
-    memory: anderson.Memory | None  # Anderson acceleration's past sweeps
-
-
-def _run_sweeps(method, K, likelihood, y, tau0, nu0, key):
-    """EP sweeps (:func:`gpclass._iterate.iterate`) until the sites and log Z_EP stop changing.
-
-    Returns (tau~, nu~, sweeps, status, the last relative change of the sites, ``factor_sites(K, tau~)``).
+    A differentiable function of the prior, the likelihood and the sites; the cavity parameters follow from
+    them (eq. 3.56).  nu~^T Sigma nu~ (the prior's part of eq. 3.74) is the operator's ``quadratic``, a sum of
+    squares under a sparse prior.  ``factor`` and ``cov`` are ``op.factor(tau)`` and its covariance if computed.
     """
-    n = K.shape[0]
-    tol = method.resolved_tol(K.dtype)
-    damping = method.resolved_damping(likelihood)
-
-    def sweep(tau, nu, i, factor):
-        if method.schedule == "parallel":
-            return _parallel_sweep(K, likelihood, y, tau, nu, damping, factor)
-        order = None if method.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, i), n)
-        return _sequential_sweep(K, likelihood, y, tau, nu, damping, order, factor)
-
-    accelerate = method.anderson > 0 and (method.schedule == "parallel" or method.order == "fixed")
-
-    def step(s: _Sweeps) -> _Sweeps:
-        tau, nu = sweep(s.tau, s.nu, s.sweep, s.factor)
-        change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))  # the sweep's own
-        memory = s.memory
-        if accelerate:
-            tau, nu, memory = extrapolate_sites(memory, s.tau, s.nu, tau, nu)
-        # One factorisation per sweep, shared by log Z_EP here and the next sweep's marginals.
-        factor = factor_sites(K, tau)
-        log_z = _log_marginal(K, likelihood, y, tau, nu, factor=factor)
-        return _Sweeps(tau, nu, factor, log_z, s.sweep + 1, change, jnp.abs(log_z - s.log_z), memory)
-
-    def terminate(s: _Sweeps):
-        return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
-
-    inf = jnp.asarray(jnp.inf, K.dtype)
-    memory = anderson.start(jnp.concatenate([tau0, nu0]), method.anderson) if accelerate else None
-    start = _Sweeps(tau0, nu0, factor_sites(K, tau0), -inf, jnp.asarray(0), inf, inf, memory)
-    end = iterate(step, terminate, start, max_steps=method.max_steps, finite=lambda s: all_finite(s.tau, s.nu))
-    return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change, end.state.factor
+    factor = op.factor(tau) if factor is None else factor
+    cov = factor.covariance(op) if cov is None else cov
+    return ep_log_marginal(likelihood, y, tau, nu, cov.variance(), cov.times(nu), factor.half_log_det_b(op),
+                           cov.quadratic(nu))
 
 
-def _fixed_point_fwd(method, K, likelihood, y, tau0, nu0, key):
-    K, likelihood, y, tau0, nu0, key = primal_values((K, likelihood, y, tau0, nu0, key))
-    out = _run_sweeps(method, K, likelihood, y, tau0, nu0, key)
-    return out, (K, likelihood, y, out[0], out[1], out[3] == Status.CONVERGED)
+def _log_marginal_at_fixed_point(op, likelihood, y, tau, nu, factor, cov):
+    """log Z_EP at converged sites of a log-concave likelihood, differentiable with the sites held fixed: through
+    the factor for a sparse prior, by GPML eq. 5.27 for a kernel's K (:func:`_dense_log_marginal_at_fixed_point`)."""
+    if MATRIX in op.capabilities:
+        return _dense_log_marginal_at_fixed_point(op, likelihood, y, tau, nu, factor, cov)
+    return log_marginal(op, likelihood, y, tau, nu, op.factor_given(tau, factor))
 
 
-def _fixed_point_bwd(method, residuals, cotangents):
-    """Implicit adjoint of the fixed point s = F(s, theta) of the undamped parallel update F.
+@jax.custom_vjp
+def _dense_log_marginal_at_fixed_point(op, likelihood, y, tau, nu, factor, cov):
+    """log Z_EP (:func:`log_marginal`) at converged sites, from their factor of B and covariance, for a kernel's K.
 
-    With J = dF/ds the sites' sensitivity is ds = (I - J)^-1 dF/dtheta dtheta,
-    so theta_bar = (dF/dtheta)^T lambda with (I - J)^T lambda = s_bar, solved
-    as a dense linear system (:func:`_update_jacobian`, one LU factorisation of
-    size 2n).  Damping does not enter: the damped map d F + (1 - d) I has the
-    same fixed points, and d cancels between (I - J) and dF/dtheta.  (The
-    iteration lambda <- s_bar + J^T lambda, used here before, diverged where
-    F is not a contraction: on Wisconsin subsets with near-repeated rows,
-    where J has an eigenvalue near -1.4, it turned a convergence residual
-    s_bar ~ 1e-8 into gradients of 1e10 to 1e22.)  No adjoint for an
-    unconverged forward solve (its gradient is meaningless, and gpc.fit
-    discards it): there lambda = s_bar.  Nothing to solve when the sites'
-    cotangents are symbolic zeros (log Z_EP of a log-concave likelihood alone
-    was differentiated).
+    Reverse mode gives the explicit partial derivatives at fixed sites, which
+    at the EP fixed point are the total derivatives (module docstring): for K,
+    GPML eq. 5.27, K_bar = 1/2 (b b^T - S~^1/2 B^-1 S~^1/2) with b = K^-1 mu
+    (GPML Algorithm 3.6, line 4) and B^-1 from the factor; for the likelihood,
+    that of sum_i log Z_i at fixed cavities (eq. 3.65).  Nothing for y, the
+    sites and the factor.  (Reverse mode through the factor instead costs a
+    second factorisation and its derivative.)
     """
-    K, likelihood, y, tau, nu, converged = residuals
-    n = K.shape[0]
-    site_bars = instantiated(cotangents[:2], (tau, nu))
-    if site_bars is None:
-        return None, None, None, None, None, None
-    tau_bar, nu_bar = site_bars
-    s_bar = jnp.concatenate([tau_bar, nu_bar])
-    I_minus_J = jnp.eye(2 * n, dtype=K.dtype) - _update_jacobian(K, likelihood, y, tau, nu)
-    lam = jnp.where(converged, dense.solve(I_minus_J.T, s_bar), s_bar)
-    _, vjp_theta = jax.vjp(lambda K, likelihood: _parallel_sweep(K, likelihood, y, tau, nu, 1.0), K, likelihood)
-    K_bar, likelihood_bar = vjp_theta((lam[:n], lam[n:]))
-    return K_bar, likelihood_bar, jnp.zeros_like(y), jnp.zeros_like(tau), jnp.zeros_like(nu), None
+    return log_marginal(op, likelihood, y, tau, nu, factor, cov)
 
 
-_fixed_point.defvjp(_fixed_point_fwd, _fixed_point_bwd, symbolic_zeros=True)
+def _dense_log_marginal_at_fixed_point_fwd(op, likelihood, y, tau, nu, factor, cov):
+    return log_marginal(op, likelihood, y, tau, nu, factor, cov), (op, likelihood, y, tau, nu, factor, cov)
 
 
-def _update_jacobian(K, likelihood, y, tau, nu):
-    """J = dF/ds, 2n x 2n, of the undamped parallel update F(s) = site_update(marginals(s), s), s = (tau~, nu~).
+def _dense_log_marginal_at_fixed_point_bwd(residuals, g):
+    op, likelihood, y, tau, nu, factor, cov = residuals
+    b = factor.solve_i_plus_wk(op, nu)
+    sqrt_tau = factor.sqrt_w
+    K_bar = 0.5 * g * (jnp.outer(b, b) - sqrt_tau[:, None] * inverse_from_cholesky(factor.chol) * sqrt_tau[None, :])
+    tau_cav, nu_cav = cavity(cov.variance(), cov.times(nu), tau, nu)
+    _, pull = jax.vjp(lambda lik: jnp.sum(lik.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)[0]), likelihood)
+    (likelihood_bar,) = pull(g)
+    zeros = jax.tree.map(jnp.zeros_like, (y, tau, nu, factor, cov))
+    return (eqx.tree_at(lambda o: o.K, op, K_bar), likelihood_bar, *zeros)
+
+
+_dense_log_marginal_at_fixed_point.defvjp(_dense_log_marginal_at_fixed_point_fwd,
+                                          _dense_log_marginal_at_fixed_point_bwd)
+
+
+def _parallel_system(op, likelihood, y, sites):
+    """F(s), the undamped parallel update of every site from the marginals of q (its fixed point: the sites), and
+    I - J, J = dF/ds: the system for :func:`implicit_fixed_point`.
 
     Site i's update depends on its own (tau~_i, nu~_i) and on its marginal
     (Sigma_ii, mu_i), so J = D_s + D_m M with per-site derivatives D (four
     elementwise vectors each, from two reverse passes through the elementwise
-    site update) and the dense derivative M of the marginals, known in closed
-    form from dSigma = -Sigma dS~ Sigma and mu = Sigma nu~:
-    dSigma_ii/dtau~_j = -Sigma_ij^2, dmu_i/dtau~_j = -Sigma_ij mu_j,
-    dmu_i/dnu~_j = Sigma_ij.  O(n^3) for Sigma, O(n^2) for the rest.
+    site update) and the derivative M of the marginals, from dSigma = -Sigma dS~ Sigma
+    and mu = Sigma nu~: dSigma_ii/dtau~_j = -Sigma_ij^2, dmu_i/dtau~_j = -Sigma_ij mu_j,
+    dmu_i/dnu~_j = Sigma_ij.  Formed from Sigma for a kernel's K (O(n^2) after Sigma), applied by Sigma's
+    products under a sparse prior (O(n m^2)).
     """
-    factor = factor_sites(K, tau)
-    sigma_diag, mu, _ = site_marginals(K, tau, nu, factor)
-    Sigma = site_covariance(K, factor)
-
-    def update(sigma_diag, mu, tau, nu):
-        return site_update(likelihood, y, *cavity(sigma_diag, mu, tau, nu))
-
-    _, pull = jax.vjp(update, sigma_diag, mu, tau, nu)
+    tau, nu = sites
+    cov = op.factor(tau).covariance(op)
+    sigma_diag, mu = cov.variance(), cov.times(nu)
+    new_sites, pull = jax.vjp(lambda s, m, t, v: site_update(likelihood, y, *cavity(s, m, t, v)), sigma_diag, mu, tau, nu)
     ones, zeros = jnp.ones_like(tau), jnp.zeros_like(tau)
+    rows = pull((ones, zeros)), pull((zeros, ones))  # d(new tau~), d(new nu~) by (Sigma_ii, mu_i, tau~_i, nu~_i)
 
-    def rows(cotangent):
-        d_sigma, d_mu, d_tau, d_nu = pull(cotangent)  # elementwise: the update of site i depends on site i only
-        by_tau = jnp.diag(d_tau) - d_sigma[:, None] * Sigma**2 - d_mu[:, None] * Sigma * mu[None, :]
-        by_nu = jnp.diag(d_nu) + d_mu[:, None] * Sigma
-        return jnp.concatenate([by_tau, by_nu], axis=1)
+    def apply(ds):
+        d_tau, d_nu = ds
+        d_sigma, d_mu = -cov.squared_times(d_tau), cov.times(d_nu - mu * d_tau)  # dSigma_ii, dmu_i by the sites
+        j = [by_sigma * d_sigma + by_mu * d_mu + by_tau * d_tau + by_nu * d_nu
+             for by_sigma, by_mu, by_tau, by_nu in rows]
+        return d_tau - j[0], d_nu - j[1]
 
-    return jnp.concatenate([rows((ones, zeros)), rows((zeros, ones))], axis=0)
+    def matrix():
+        Sigma = cov.matrix()
+
+        def block_row(by_sigma, by_mu, by_tau, by_nu):
+            by_tau = jnp.diag(by_tau) - by_sigma[:, None] * Sigma**2 - by_mu[:, None] * Sigma * mu[None, :]
+            return jnp.concatenate([by_tau, jnp.diag(by_nu) + by_mu[:, None] * Sigma], axis=1)
+
+        return identity_minus(2 * tau.shape[0], jnp.concatenate([block_row(*r) for r in rows], axis=0))
+
+    return new_sites, LinearMap(apply, matrix if cov.has_matrix else None)
 
 
-def _parallel_sweep(K, likelihood, y, tau, nu, damping, factor=None):
-    """All sites updated from the current marginals, then the posterior recomputed once."""
-    sigma_diag, mu, _ = site_marginals(K, tau, nu, factor)
-    new_tau, new_nu = site_update(likelihood, y, *cavity(sigma_diag, mu, tau, nu))
-    return (1.0 - damping) * tau + damping * new_tau, (1.0 - damping) * nu + damping * new_nu
+class _Sweeps(NamedTuple):
+    """EP's state after a sweep: the sites, their factorisation, Sigma and the marginals, log Z_EP, and the last
+    sweep's changes."""
+
+    tau: Array
+    nu: Array
+    factor: AbstractFactor
+    cov: AbstractSitesCovariance
+    sigma_diag: Array  # the marginals at (tau, nu): shared by log Z_EP after a sweep and the next sweep's cavities
+    mu: Array
+    log_z: Array
+    sweep: Array  # sweeps taken: the random order's permutation index
+    change: Array  # relative change of the sites (tau~ and nu~ separately, the larger)
+    log_z_change: Array
+    memory: anderson.Memory | None  # Anderson acceleration's past sweeps (EP.anderson)
 
 
-def _sequential_sweep(K, likelihood, y, tau, nu, damping, order=None, factor=None, block=64, panels=None):
+def _run_sweeps(method: EP, sequential: bool, op, likelihood, y, tau0, nu0, key):
+    """EP sweeps (:func:`gpclass._iterate.iterate`) until the sites and log Z_EP stop changing.
+
+    One factorisation per sweep (``op.factor``), shared by log Z_EP and the next sweep's marginals; the
+    sweep's output is extrapolated by Anderson acceleration (``EP.anderson``).
+    """
+    n = op.shape[0]
+    tol = method.resolved_tol(op.dtype)
+    damping = method.resolved_damping(likelihood, sequential)
+    accelerate = method.anderson > 0 and (not sequential or method.order == "fixed")
+
+    def sweep(s: _Sweeps):
+        if not sequential:  # every site from the current marginals
+            new_tau, new_nu = site_update(likelihood, y, *cavity(s.sigma_diag, s.mu, s.tau, s.nu))
+            return (1.0 - damping) * s.tau + damping * new_tau, (1.0 - damping) * s.nu + damping * new_nu
+        order = None if method.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, s.sweep), n)
+        return _sequential_sweep(s.cov.matrix(), s.mu, likelihood, y, s.tau, s.nu, damping, order)
+
+    def evaluate(tau, nu):
+        factor = op.factor(tau)
+        cov = factor.covariance(op)
+        sigma_diag, mu = cov.variance(), cov.times(nu)
+        log_z = ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, factor.half_log_det_b(op), cov.quadratic(nu))
+        return factor, cov, sigma_diag, mu, log_z
+
+    def step(s: _Sweeps) -> _Sweeps:
+        tau, nu = sweep(s)
+        change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))  # the sweep's own
+        memory = s.memory
+        if accelerate:
+            tau, nu, memory = extrapolate_sites(memory, s.tau, s.nu, tau, nu)
+        factor, cov, sigma_diag, mu, log_z = evaluate(tau, nu)
+        return _Sweeps(tau, nu, factor, cov, sigma_diag, mu, log_z, s.sweep + 1, change, jnp.abs(log_z - s.log_z),
+                       memory)
+
+    def terminate(s: _Sweeps):
+        return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
+
+    inf = jnp.asarray(jnp.inf, op.dtype)
+    memory = anderson.start(jnp.concatenate([tau0, nu0]), method.anderson) if accelerate else None
+    factor, cov, sigma_diag, mu, _ = evaluate(tau0, nu0)
+    start = _Sweeps(tau0, nu0, factor, cov, sigma_diag, mu, -inf, jnp.asarray(0), inf, inf, memory)
+    return iterate(step, terminate, start, max_steps=method.max_steps, finite=lambda s: all_finite(s.tau, s.nu))
+
+
+def _sequential_sweep(Sigma, mu, likelihood, y, tau, nu, damping, order=None, block=64, panels=None):
     """One pass of GPML Algorithm 3.5 lines 4-12: sites updated one at a time, in ``order`` (``None``: 1..n).
 
-    Sigma is recomputed from a fresh Cholesky factor at the start of every
-    sweep (lines 13-15), which stops rounding drift.  Each site update is the
+    Sigma and mu are the marginals at the sites, recomputed from a fresh Cholesky factor
+    at the start of every sweep (lines 13-15), which stops rounding drift.  Each site update is the
     rank-one change Sigma <- Sigma - c s_i s_i^T (GPML eq. 3.70, s_i = Sigma[:, i])
     and mu <- mu + g s_i.  Sigma, mu and the sites are put in the visiting
     order, and the sites are taken in blocks of ``block`` (:func:`_block_sweep`):
@@ -316,10 +353,7 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order=None, factor=Non
     1/6P^2) multiply-adds for P panels instead of 2 n^3.  The arithmetic is
     the same sequence of exact rank-one updates.
     """
-    n = K.shape[0]
-    factor = factor_sites(K, tau) if factor is None else factor
-    _, mu, _ = site_marginals(K, tau, nu, factor)
-    Sigma = site_covariance(K, factor)
+    n = Sigma.shape[0]
     if order is not None:
         Sigma, mu, y_visit, tau_visit, nu_visit = Sigma[order][:, order], mu[order], y[order], tau[order], nu[order]
     else:
@@ -328,7 +362,7 @@ def _sequential_sweep(K, likelihood, y, tau, nu, damping, order=None, factor=Non
     num_blocks = -(-n // b)
     pad = num_blocks * b - n
     if pad:  # padded sites: variance 1, label 1 and no update (see _block_sweep)
-        Sigma = jnp.pad(Sigma, (0, pad)) + jnp.diag(jnp.arange(num_blocks * b) >= n).astype(K.dtype)
+        Sigma = jnp.pad(Sigma, (0, pad)) + jnp.diag(jnp.arange(num_blocks * b) >= n).astype(Sigma.dtype)
         mu, tau_visit, nu_visit = (jnp.pad(v, (0, pad)) for v in (mu, tau_visit, nu_visit))
         y_visit = jnp.pad(y_visit, (0, pad), constant_values=1)
     num_panels = max(1, min(4, num_blocks // 4)) if panels is None else max(1, min(panels, num_blocks))
@@ -396,57 +430,3 @@ def _block_sweep(likelihood, y, tau, nu, damping, Sigma, mu, start, stop, b, n):
 
     (Sigma, mu, tau, nu), _ = lax.scan(block_update, (Sigma, mu, tau, nu), jnp.arange(start, stop, b))
     return tau, nu, Sigma, mu
-
-
-@jax.custom_vjp
-def _log_marginal_at_fixed_point(K, likelihood, y, tau, nu, factor):
-    """log Z_EP (:func:`_log_marginal`) at converged sites, from their factor ``factor_sites(K, tau~)``.
-
-    Reverse mode gives the explicit partial derivatives at fixed sites, which
-    at the EP fixed point are the total derivatives (module docstring): for K,
-    GPML eq. 5.27, K_bar = 1/2 (b b^T - S~^1/2 B^-1 S~^1/2) with b = K^-1 mu
-    (GPML Algorithm 3.6, line 4) and B^-1 from the factor; for the likelihood,
-    that of sum_i log Z_i at fixed cavities (eq. 3.65).  Nothing for y, the
-    sites and the factor.
-    """
-    return _log_marginal(K, likelihood, y, tau, nu, factor=factor)
-
-
-def _log_marginal_at_fixed_point_fwd(K, likelihood, y, tau, nu, factor):
-    return _log_marginal(K, likelihood, y, tau, nu, factor=factor), (K, likelihood, y, tau, nu, factor)
-
-
-def _log_marginal_at_fixed_point_bwd(residuals, g):
-    K, likelihood, y, tau, nu, factor = residuals
-    L = factor[0]
-    sqrt_tau = sqrt_precision(tau)
-    b = site_alpha(K, tau, nu, L)
-    K_bar = 0.5 * g * (jnp.outer(b, b) - sqrt_tau[:, None] * inverse_from_cholesky(L) * sqrt_tau[None, :])
-    sigma_diag, mu, _ = site_marginals(K, tau, nu, factor)
-    tau_cav, nu_cav = cavity(sigma_diag, mu, tau, nu)
-    _, pull = jax.vjp(lambda lik: jnp.sum(lik.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)[0]), likelihood)
-    (likelihood_bar,) = pull(g)
-    zeros = jax.tree.map(jnp.zeros_like, (y, tau, nu, factor))
-    return (K_bar, likelihood_bar, *zeros)
-
-
-_log_marginal_at_fixed_point.defvjp(_log_marginal_at_fixed_point_fwd, _log_marginal_at_fixed_point_bwd)
-
-
-def _log_marginal(K, likelihood, y, tau, nu, L=None, factor=None):
-    """log Z_EP by GPML eqs. 3.65, 3.73 and 3.74 from the Cholesky factor of B.
-
-    A differentiable function of K, the likelihood and the sites; the cavity
-    parameters follow from them (eq. 3.56).  See the module docstring for how
-    the sites' own dependence on the hyperparameters enters the gradient.
-    """
-    if factor is None:
-        L = factor_b(K, sqrt_precision(tau)) if L is None else L
-        factor = (L, covariance_root(K, tau, L))
-    sigma_diag, mu, L = site_marginals(K, tau, nu, factor)
-    sqrt_tau = sqrt_precision(tau)
-    # nu~^T Sigma nu~ = nu~^T K nu~ - |L^-1 S~^1/2 K nu~|^2 carries the K-dependence of eq. 3.74.
-    k_nu = K @ nu
-    v = dense.solve_triangular(L, sqrt_tau * k_nu, lower=True)
-    nu_sigma_nu = jnp.dot(nu, k_nu) - jnp.dot(v, v)
-    return ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, half_log_det(L), nu_sigma_nu)

@@ -27,6 +27,15 @@ E-step, nu the M-step maximising E_q[log Q]), so log Z' never decreases; it
 converges linearly and slowly for stiff kernels, so the solver takes Newton
 steps on the same condition and falls back to EM where Newton would lower Z'.
 
+Any prior operator (``gpclass._covariance``).  Under a sparse prior the bound's
+quadratic log Q_n(a_n) is also averaged over p(a_n|u): for FITC (K~ = Q + diag(K - Q))
+nothing changes, it is the bound of the FITC prior; for VFE (K~ = Q) it subtracts
+lambda_n (K - Q)_nn = 1/2 W_n g_n, GPML's ``apxSparse`` log-determinant with its
+trace term (``power_log_det``), and the optimum is nu_n^2 = Sigma_nn + m_n^2 + g_n
+(``trace_variance``).  The Newton system is formed and solved by LU when the prior
+is a matrix, and applied matrix-free by GMRES (O(n m^2) per product) under a
+sparse prior (``_linear_solve``).
+
 Gradients.  The bound is optimised over its variational parameters at
 fixed hyperparameters; at the optimum the derivative through the variational
 parameters vanishes (envelope theorem), so d log Z' / d theta is the explicit
@@ -45,18 +54,17 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .. import _dense as dense
+from .._covariance import AbstractCovariance, AbstractFactor, AbstractSitesCovariance
+from .._covariance._base import BOUND
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
-from .._linalg import factor_b_given, half_log_det, sqrt_precision
 from .._status import Status
 from .._types import Array
 from .._validation import require_setting
 from ._base import AbstractInference
 from ._implicit import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic, jj_lambda, jj_lambda_derivative
-from ._posterior import SolverInfo
-from ._sites import factor_sites, site_covariance, site_posterior
-from .jaakkola_jordan_sparse import solve_sparse_lower
+from ._linear_solve import Krylov, LinearMap, identity_minus, solve
+from ._posterior import SolverInfo, gaussian_posterior
 
 
 class JaakkolaJordan(AbstractInference):
@@ -87,111 +95,115 @@ class JaakkolaJordan(AbstractInference):
         require_setting("JaakkolaJordan", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
         require_setting("JaakkolaJordan", "krylov_steps", self.krylov_steps, low=1, low_open=False, integer=True)
 
-    def solve_low_rank(self, K, likelihood, y, init=None, key=None):
+    def solve(self, op, likelihood, y, init=None, key=None):
+        """The maximised bound and its posterior (module docstring), on any prior operator."""
         check_logistic(likelihood)
-        return solve_sparse_lower(self, K, y, init)
+        op.require(BOUND, "gpc.JaakkolaJordan()", "Use gpc.Sparse(..., approximation='fitc') or 'vfe'.")
+        dtype = op.dtype
+        # Start from the EM update applied to the prior (q = the prior): nu_n^2 = Var(f_n), also for the zero entries
+        # of a warm start (nu = 0 carries no information: an all-zero warm start means no warm start, as for every
+        # method).
+        prior_nu = jnp.sqrt(op.diagonal() + op.trace_variance())
+        nu0 = prior_nu if init is None else jnp.where(jnp.asarray(init, dtype) > 0, jnp.asarray(init, dtype), prior_nu)
+        end = _optimise(self, *lax.stop_gradient((op, y, nu0)), tolerance(self.tol, dtype, 1e-10, 1e-5))
+        nu, status = lax.stop_gradient(end.state.nu), end.status
+        # Differentiable in the prior with nu held fixed: the envelope theorem (module docstring).
+        factor = op.factor_given(2.0 * jj_lambda(nu), end.state.factor)
+        # The posterior depends on nu, differentiable by the implicit function theorem at nu = nu_EM(nu) (solved
+        # only when a prediction is differentiated); the bound holds nu fixed.
+        nu_p = implicit_fixed_point(_em_system, nu, status == Status.CONVERGED, op, None, y, self.krylov_steps)
+        factor_p = op.factor_given(2.0 * jj_lambda(nu_p), factor)
+        alpha = factor_p.solve_i_plus_wk(op, 0.5 * y)  # alpha = H^-1 d, Gibbs & MacKay eq. 17
+        return gaussian_posterior(
+            op, factor_p, alpha=alpha, mean=op.mv(alpha),
+            log_marginal=lower_bound(op, y, nu, factor),
+            info=SolverInfo(num_steps=end.num_steps, status=status, max_change=end.state.change),
+            warm_start=nu,
+        )
 
-    def solve_matrix(self, K, likelihood, y, init=None, key=None):
-        check_logistic(likelihood)
-        return _solve_lower(self, K, y, init, tolerance(self.tol, K.dtype, 1e-10, 1e-5))
 
+def lower_bound(op: AbstractCovariance, y, nu, factor: AbstractFactor | None = None, cov=None):
+    """log Z'(K, nu), Gibbs & MacKay eq. 34 as re-derived in the module docstring, under the prior ``op``.
 
-def lower_bound(K, y, nu, factor=None):
-    """log Z'(C, nu), Gibbs & MacKay eq. 34 as re-derived in the module docstring.
-
-    ``factor`` is ``factor_sites(K, 2 lambda(nu))`` if already computed.
+    ``factor`` is ``op.factor(2 lambda(nu))`` and ``cov`` its ``covariance(op)``, if already computed;
+    d^T Sigma d (d = y / 2) is the operator's ``quadratic``, a sum of squares under a sparse prior.
     """
-    tau = 2.0 * jj_lambda(nu)
-    L, Vt = factor_sites(K, tau) if factor is None else factor
-    d = 0.5 * y
-    v = Vt.T @ d  # L^-1 W^1/2 C d, so d^T Sigma d = d^T C d - |v|^2
+    factor = op.factor(2.0 * jj_lambda(nu)) if factor is None else factor
+    cov = factor.covariance(op) if cov is None else cov
     per_point = jax.nn.log_sigmoid(nu) - 0.5 * nu + jj_lambda(nu) * nu**2
-    return jnp.sum(per_point) + 0.5 * (jnp.dot(d, K @ d) - jnp.dot(v, v)) - half_log_det(L)
+    return jnp.sum(per_point) + 0.5 * cov.quadratic(0.5 * y) - factor.power_log_det(op)
 
 
-def _lower_candidates(K, y, nu, factor):
-    """The EM update nu_EM = (Sigma_nn + m_n^2)^1/2 and a Newton step on the fixed-point equation nu = nu_EM(nu).
+def _em_map(op: AbstractCovariance, y, nu, cov: AbstractSitesCovariance):
+    """nu_EM = E_q[a_n^2]^1/2 at the sites 2 lambda(nu) (covariance ``cov``), and I - d nu_EM / d nu.
 
     With s_n = Sigma_nn + m_n^2 and w = 2 lambda(nu): ds_n/dw_k = -Sigma_nk^2 - 2 m_n Sigma_nk m_k
     (from dSigma = -Sigma dW Sigma and dm = -Sigma dW m), so the EM map has Jacobian
-    J_nk = -(Sigma_nk^2 + 2 m_n Sigma_nk m_k) 2 lambda'(nu_k) / (2 nu_EM_n) and Newton solves
-    (I - J) delta = nu_EM - nu.  Forming Sigma and the dense solve cost O(n^3), a few Cholesky
-    factorisations; EM alone converges linearly, at a rate that nears 1 for stiff kernels
-    (thousands of steps at sigma_f^2 = e^8).
+    J_nk = -(Sigma_nk^2 + 2 m_n Sigma_nk m_k) 2 lambda'(nu_k) / (2 nu_EM_n): formed from Sigma where the
+    prior is a matrix (O(n^2) after Sigma), applied by Sigma's products otherwise (O(n m^2)).
     """
-    n = K.shape[0]
-    nu_em, J = _lower_target(K, y, nu, factor)
-    delta = dense.solve(jnp.eye(n, dtype=K.dtype) - J, nu_em - nu)
-    return nu_em, jnp.abs(nu + delta)  # the bound is even in nu
+    cov = cov.formed()  # J is formed from Sigma where it is a matrix: m and nu_EM too (``formed``)
+    m = cov.times(0.5 * y)
+    nu_em = jnp.sqrt(jnp.maximum(cov.variance() + m**2 + op.trace_variance(), jnp.finfo(op.dtype).tiny))
+    dw = -2.0 * jj_lambda_derivative(nu)  # dW / dnu
+
+    def apply(x):
+        return x - (cov.squared_times(dw * x) + 2.0 * m * cov.times(m * dw * x)) / (2.0 * nu_em)
+
+    def matrix():
+        Sigma = cov.matrix()
+        S = Sigma**2 + 2.0 * (m[:, None] * Sigma * m[None, :])
+        return identity_minus(nu.shape[0], S * dw[None, :] / (2.0 * nu_em)[:, None])
+
+    return nu_em, LinearMap(apply, matrix if cov.has_matrix else None)
 
 
-def _lower_target_and_jacobian(K, likelihood, y, nu):
-    """(nu_EM(nu), J): the fixed point's map for :func:`implicit_fixed_point` (the likelihood is the logistic)."""
-    return _lower_target(K, y, nu)
-
-
-def _lower_target(K, y, nu, factor=None):
-    """The EM map nu_EM(nu) and its Jacobian J (:func:`_lower_candidates`)."""
-    Sigma = site_covariance(K, factor_sites(K, 2.0 * jj_lambda(nu)) if factor is None else factor)
-    m = Sigma @ (0.5 * y)
-    nu_em = jnp.sqrt(jnp.maximum(jnp.diagonal(Sigma) + m**2, jnp.finfo(K.dtype).tiny))
-    S = Sigma**2 + 2.0 * (m[:, None] * Sigma * m[None, :])
-    return nu_em, S * (-2.0 * jj_lambda_derivative(nu))[None, :] / (2.0 * nu_em)[:, None]
+def _em_system(op, likelihood, y, nu):
+    """(nu_EM(nu), I - d nu_EM / d nu): the fixed point's system for :func:`implicit_fixed_point` (the likelihood
+    is the logistic)."""
+    return _em_map(op, y, nu, op.factor(2.0 * jj_lambda(nu)).covariance(op))
 
 
 class _LowerState(NamedTuple):
-    """nu, the factorisation of B at the sites 2 lambda(nu), log Z'(nu), the last relative change of nu."""
+    """nu, the factorisation of B at the sites 2 lambda(nu) and its Sigma, log Z'(nu), the last relative change
+    of nu."""
 
     nu: Array
-    factor: tuple[Array, Array]
+    factor: AbstractFactor
+    cov: AbstractSitesCovariance
     log_z: Array
     change: Array
     converged: Array
 
 
-def _solve_lower(method, K, y, init, tol):
-    """Newton steps on the stationarity condition nu_n^2 = E_q[a_n^2], safeguarded by EM, (:func:`gpclass._iterate.iterate`).
+def _optimise(method, op, y, nu0, tol):
+    """Newton steps on the stationarity condition nu_n^2 = E_q[a_n^2], safeguarded by EM (:func:`iterate`).
 
-    A Newton candidate is taken when it does not lower log Z'; otherwise the EM
-    update, which never lowers it.  Near the optimum Newton converges quadratically.
+    A Newton candidate (I - J) delta = nu_EM - nu is taken when it does not lower log Z'; otherwise the
+    EM update, which never lowers it.  EM alone converges linearly, at a rate that nears 1 for stiff
+    kernels (thousands of steps at sigma_f^2 = e^8); near the optimum Newton converges quadratically.
     """
-    dtype = K.dtype
+    dtype = op.dtype
     d = 0.5 * y
-    # Start from the EM update applied to the prior (q = N(0, C)): nu_n^2 = C_nn, also for the zero entries of a
-    # warm start (nu = 0 carries no information: an all-zero warm start means no warm start, as for every method).
-    prior_nu = jnp.sqrt(jnp.diagonal(K))
-    nu0 = prior_nu if init is None else jnp.where(jnp.asarray(init, dtype) > 0, jnp.asarray(init, dtype), prior_nu)
+    krylov = Krylov(method.krylov_steps, 1, 1e-8)
 
     def evaluate(nu):
-        factor = factor_sites(K, 2.0 * jj_lambda(nu))
-        return nu, factor, lower_bound(K, y, nu, factor)
+        factor = op.factor(2.0 * jj_lambda(nu))
+        cov = factor.covariance(op)
+        return nu, factor, cov, lower_bound(op, y, nu, factor, cov)
 
     def step(s: _LowerState) -> _LowerState:
-        nu_em, nu_newton = _lower_candidates(K, y, s.nu, s.factor)
-        noise = rounding_level(dtype, 1.0 + jnp.abs(s.log_z) + jnp.abs(jnp.dot(d, K @ d)) + jnp.sum(s.nu))
+        nu_em, i_minus_j = _em_map(op, y, s.nu, s.cov)
+        nu_newton = jnp.abs(s.nu + solve(i_minus_j, nu_em - s.nu, krylov))  # the bound is even in nu
+        noise = rounding_level(dtype, 1.0 + jnp.abs(s.log_z) + jnp.abs(jnp.dot(d, op.mv(d))) + jnp.sum(s.nu))
         newton = evaluate(nu_newton)
-        nu, factor, log_z = lax.cond(
-            jnp.isfinite(newton[2]) & (newton[2] >= s.log_z - noise), lambda: newton, lambda: evaluate(nu_em)
+        nu, factor, cov, log_z = lax.cond(
+            jnp.isfinite(newton[3]) & (newton[3] >= s.log_z - noise), lambda: newton, lambda: evaluate(nu_em)
         )
         change = relative_change(nu, s.nu)
         converged = (change <= tol) & (jnp.abs(log_z - s.log_z) <= tol * (1.0 + jnp.abs(log_z)))
-        return _LowerState(nu, factor, log_z, change, converged)
+        return _LowerState(nu, factor, cov, log_z, change, converged)
 
     start = _LowerState(*evaluate(nu0), jnp.asarray(jnp.inf, dtype), jnp.asarray(False))
-    end = iterate(step, lambda s: (s.converged, jnp.asarray(False)), start, max_steps=method.max_steps,
-                  finite=lambda s: all_finite(s.nu))
-    nu, steps, status, change = end.state.nu, end.num_steps, end.status, end.state.change
-    nu = lax.stop_gradient(nu)
-    # Differentiable in K with nu held fixed: the envelope theorem (module docstring).
-    tau = 2.0 * jj_lambda(nu)
-    factor = factor_sites(K, tau)
-    # The posterior depends on nu, differentiable by the implicit function theorem at nu = nu_EM(nu) (solved
-    # only when a prediction is differentiated); the bound holds nu fixed (module docstring).
-    nu_p = implicit_fixed_point(_lower_target_and_jacobian, nu, status == Status.CONVERGED, K, None, y)
-    tau_p = 2.0 * jj_lambda(nu_p)
-    return site_posterior(  # alpha = H^-1 d, Gibbs & MacKay eq. 17
-        K, tau_p, d, factor_b_given(K, sqrt_precision(tau_p), factor[0]),
-        log_marginal=lower_bound(K, y, nu, factor),
-        info=SolverInfo(num_steps=steps, status=status, max_change=change),
-        warm_start=nu,
-    )
+    return iterate(step, lambda s: (s.converged, jnp.asarray(False)), start, max_steps=method.max_steps,
+                   finite=lambda s: all_finite(s.nu))

@@ -39,6 +39,7 @@ from .._validation import require_setting
 from ._base import AbstractInference
 from ._implicit import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic
+from ._linear_solve import LinearMap, identity_minus
 from ._posterior import GaussianPosterior, SolverInfo
 
 
@@ -104,11 +105,12 @@ def _upper_newton_direction(K, y, eta):
     return -y * (u - K @ (sqrt_d * solve_b(L, sqrt_d * u)))
 
 
-def _upper_target_and_jacobian(K, likelihood, y, eta):
+def _upper_fixed_point(K, likelihood, y, eta):
     """The stationarity condition g = 0 (:func:`_upper_newton_direction`) as the fixed point eta = -y (C b),
-    b = y sigmoid(eta), and its Jacobian -Y C Y D: the map for :func:`implicit_fixed_point`."""
+    b = y sigmoid(eta), and I - J with its Jacobian J = -Y C Y D: the system for :func:`implicit_fixed_point`."""
     mu = jax.nn.sigmoid(eta)
-    return -y * (K @ (y * mu)), -(y[:, None] * K * y[None, :]) * (mu * jax.nn.sigmoid(-eta))[None, :]
+    jacobian = -(y[:, None] * K * y[None, :]) * (mu * jax.nn.sigmoid(-eta))[None, :]
+    return -y * (K @ (y * mu)), LinearMap(lambda x: x - jacobian @ x, lambda: identity_minus(y.shape[0], jacobian))
 
 
 class _UpperState(NamedTuple):
@@ -160,8 +162,8 @@ def _solve_upper(method, K, y, init, tol):
     n = K.shape[0]
     # The posterior depends on eta, differentiable by the implicit function theorem (solved only when a prediction
     # is differentiated); the bound holds eta fixed.
-    b = y * jax.nn.sigmoid(implicit_fixed_point(_upper_target_and_jacobian, eta, status == Status.CONVERGED, K,
-                                                None, y))
+    b = y * jax.nn.sigmoid(implicit_fixed_point(_upper_fixed_point, eta, status == Status.CONVERGED, K,
+                                                None, y, krylov_steps=1))
     return GaussianPosterior(
         alpha=b,  # the posterior of eq. 26 is N(C b, C): test mean k^T b, test variance kappa
         sqrt_w=jnp.zeros_like(b),

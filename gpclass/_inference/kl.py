@@ -14,8 +14,15 @@ and Sigma = (K^-1 + S~)^-1,
 
 using tr(K^-1 Sigma) = n - tr(S~ Sigma) and |K| / |Sigma| = |B|.
 
+Any prior operator (``gpclass._covariance``).  Under a sparse prior, Sigma =
+(K~^-1 + S~)^-1 and the expected log-likelihood sees v_i = Sigma_ii + (K - K~)_ii
+(``trace_variance``): for FITC (K~ = Q + diag(K - Q)) the ELBO of the FITC
+prior; for VFE (K~ = Q) q(f) is p(f|u) q(u) and the ELBO is the bound of
+Titsias (2009) and of SVGP (Hensman et al. 2015) at q(u) = the sites' Gaussian.
+
 Solver: Newton's method on the fixed-point equations of the sites (2n
-unknowns, one dense 2n x 2n solve per step: :func:`_candidates`), safeguarded
+unknowns: a dense 2n x 2n LU solve per step where the prior is a matrix,
+GMRES on the Jacobian's products under a sparse prior: :func:`_fixed_point_map`), safeguarded
 by the natural-gradient (conjugate-computation, Khan & Lin 2017) update: from
 the current marginals (m_i, s_i), target sites tau~_i = -2 dE_i/ds_i,
 nu~_i = dE_i/dm_i + tau~_i m_i, taken with a step beta in (0, 1] that is halved
@@ -44,19 +51,18 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .. import _dense as dense
+from .._covariance import AbstractCovariance, AbstractFactor, AbstractSitesCovariance
+from .._covariance._base import BOUND
 from .._exceptions import GPClassError
 from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
-from .._linalg import factor_b_given, half_log_det, sqrt_precision
 from .._status import Status
 from .._types import Array
 from .._validation import require_setting
 from ._base import AbstractInference
 from ._expectations import expected_log_lik_derivatives
 from ._implicit import implicit_fixed_point
-from ._posterior import SolverInfo
-from ._sites import factor_sites, site_alpha, site_covariance, site_marginals, site_posterior
-from .kl_sparse import solve_sparse_kl
+from ._linear_solve import Krylov, LinearMap, identity_minus, solve
+from ._posterior import SolverInfo, gaussian_posterior
 
 
 class KL(AbstractInference):
@@ -93,29 +99,26 @@ class KL(AbstractInference):
         require_setting("KL", "max_halvings", self.max_halvings, low_open=False, integer=True)
         require_setting("KL", "krylov_steps", self.krylov_steps, low=1, low_open=False, integer=True)
 
-    def solve_low_rank(self, K, likelihood, y, init=None, key=None):
+    def solve(self, op, likelihood, y, init=None, key=None):
+        """The sites' optimum on ``stop_gradient`` inputs, then the ELBO and the posterior at it."""
         _check_log_concave(likelihood)
-        return solve_sparse_kl(self, K, likelihood, y, init)
-
-    def solve_matrix(self, K, likelihood, y, init=None, key=None):
-        _check_log_concave(likelihood)
-        n = K.shape[0]
-        dtype = K.dtype
-        tol = tolerance(self.tol, dtype, 1e-10, 1e-6)
-        site_tol = tolerance(self.site_tol, dtype, 1e-8, 1e-4)
+        op.require(BOUND, "gpc.KL()", "Use gpc.Sparse(..., approximation='fitc') or 'vfe'.")
+        n, dtype = op.shape[0], op.dtype
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
-        tau, nu, steps, status, change = _optimise(self, K, likelihood, y, tau0, nu0, tol, site_tol)
-        tau, nu = lax.stop_gradient(tau), lax.stop_gradient(nu)
-        factor = factor_sites(K, tau)
+        end = _optimise(self, *lax.stop_gradient((op, likelihood, y, tau0, nu0)))
+        tau, nu = lax.stop_gradient((end.state.tau, end.state.nu))
+        factor = op.factor_given(tau, end.state.factor)
         # The posterior depends on the sites, differentiable by the implicit function theorem (solved only when
         # a prediction is differentiated); the ELBO holds them fixed (module docstring).
-        tau_p, nu_p = implicit_fixed_point(_target_and_jacobian, (tau, nu), status == Status.CONVERGED, K,
-                                           likelihood, y)
-        return site_posterior(
-            K, tau_p, nu_p, factor_b_given(K, sqrt_precision(tau_p), factor[0]),
-            log_marginal=elbo(K, likelihood, y, tau, nu, factor),  # envelope theorem: sites held fixed
-            info=SolverInfo(num_steps=steps, status=status, max_change=change),
+        tau_p, nu_p = implicit_fixed_point(_fixed_point_system, (tau, nu), end.status == Status.CONVERGED, op,
+                                           likelihood, y, self.krylov_steps)
+        factor_p = op.factor_given(tau_p, factor)
+        alpha = factor_p.solve_i_plus_wk(op, nu_p)  # K^-1 mu = (I + S~ K)^-1 nu~ (GPML Algorithm 3.6, line 4)
+        return gaussian_posterior(
+            op, factor_p, alpha=alpha, mean=op.mv(alpha),
+            log_marginal=elbo(op, likelihood, y, tau, nu, factor),  # envelope theorem: sites held fixed
+            info=SolverInfo(num_steps=end.num_steps, status=end.status, max_change=end.state.change),
             warm_start=(tau, nu),
         )
 
@@ -128,68 +131,76 @@ def _check_log_concave(likelihood):
         )
 
 
-def elbo(K, likelihood, y, tau, nu, factor=None):
-    """sum_i E_q[log p(y_i|f_i)] - KL(q || N(0, K)) for q = prior x sites (tau~, nu~)  (module docstring)."""
-    factor = factor_sites(K, tau) if factor is None else factor
-    sigma_diag, m, L = site_marginals(K, tau, nu, factor)
-    alpha = site_alpha(K, tau, nu, L)
-    kl = 0.5 * (jnp.dot(m, alpha) - jnp.dot(tau, sigma_diag)) + half_log_det(L)
-    return jnp.sum(likelihood.expected_log_prob(y, m, sigma_diag)) - kl
+def _moments(op: AbstractCovariance, nu, cov: AbstractSitesCovariance):
+    """mu = Sigma nu~, diag Sigma, and the variances v = diag Sigma + diag(K - K~) the expected log-likelihood
+    sees (module docstring)."""
+    sigma_diag = cov.variance()
+    return cov.times(nu), sigma_diag, sigma_diag + op.trace_variance()
 
 
-def _candidates(K, likelihood, y, tau, nu, factor):
-    """The natural-gradient target sites and a Newton step on the fixed-point equations (module docstring).
+def elbo(op: AbstractCovariance, likelihood, y, tau, nu, factor: AbstractFactor | None = None, cov=None):
+    """sum_i E_q[log p(y_i|f_i)] - KL(q || N(0, K)) for q = prior x sites (tau~, nu~)  (module docstring).
 
-    Target map T(tau~, nu~): tau~ = -2 dE/ds, nu~ = dE/dm + tau~ m at the marginals (m, s)
-    of q.  With Sigma = (K^-1 + S~)^-1: dm/d nu~ = Sigma, dm_n/d tau~_k = -Sigma_nk m_k and
-    ds_n/d tau~_k = -Sigma_nk^2, so the Jacobian J of T is dense 2n x 2n and Newton solves
-    (I - J) delta = T - (tau~, nu~).  It costs forming Sigma and one dense 2n x 2n solve
-    (about 16 Cholesky factorisations of n x n) and converges quadratically, where the
-    natural-gradient iteration alone converges linearly and, for stiff kernels, slowly
-    (the ELBO is nearly flat along some site directions).
+    ``factor`` is ``op.factor(tau)`` and ``cov`` its ``covariance(op)``, if already computed.
     """
-    n = K.shape[0]
-    t_tau, t_nu, J, m, g_m = _target(K, likelihood, y, tau, nu, factor)
-    residual = jnp.concatenate([t_tau - tau, t_nu - nu])
-    delta = dense.solve(jnp.eye(2 * n, dtype=K.dtype) - J, residual)
-    newton = (jnp.maximum(tau + delta[:n], 0.0), nu + delta[n:])
-    # Natural-gradient target (tau~ >= 0 for log-concave likelihoods, up to quadrature rounding).
-    target_tau = jnp.maximum(t_tau, 0.0)
-    target = (target_tau, g_m + target_tau * m)
-    return target, newton, m
+    factor = op.factor(tau) if factor is None else factor
+    cov = factor.covariance(op) if cov is None else cov
+    mu, sigma_diag, v = _moments(op, nu, cov)
+    alpha = factor.solve_i_plus_wk(op, nu)
+    kl = 0.5 * (jnp.dot(mu, alpha) - jnp.dot(tau, sigma_diag)) + factor.half_log_det_b(op)
+    return jnp.sum(likelihood.expected_log_prob(y, mu, v)) - kl
 
 
-def _target(K, likelihood, y, tau, nu, factor):
-    """T(tau~, nu~), its 2n x 2n Jacobian J (:func:`_candidates`), the marginal means m and dE/dm."""
-    Sigma = site_covariance(K, factor)
-    m, s = Sigma @ nu, jnp.diagonal(Sigma)
-    g_m, g_s, h_mm, h_ms, h_sm, h_ss = expected_log_lik_derivatives(likelihood, y, m, s)
-    t_tau = -2.0 * g_s
-    t_nu = g_m + t_tau * m
-    # Diagonal derivatives of T with respect to (m, s), then the chain rule through (m, s)(tau~, nu~).
-    tau_m, tau_s = -2.0 * h_sm, -2.0 * h_ss
-    nu_m, nu_s = h_mm + t_tau + m * tau_m, h_ms + m * tau_s
-    m_tau, s_tau = -Sigma * m[None, :], -(Sigma**2)
-    J = jnp.block([
-        [tau_m[:, None] * m_tau + tau_s[:, None] * s_tau, tau_m[:, None] * Sigma],
-        [nu_m[:, None] * m_tau + nu_s[:, None] * s_tau, nu_m[:, None] * Sigma],
-    ])
-    return t_tau, t_nu, J, m, g_m
+def _fixed_point_map(op, likelihood, y, tau, nu, cov: AbstractSitesCovariance):
+    """The natural-gradient target sites T(tau~, nu~), I - J with J = dT/ds, and the marginal means mu.
+
+    T: tau~ = -2 dE/dv (clipped at 0: >= 0 for a log-concave likelihood, up to quadrature rounding),
+    nu~ = dE/dm + tau~ mu at the marginals (mu, v) of q.  T depends on the sites only through (mu, v),
+    elementwise, and d mu = Sigma (d nu~ - d tau~ * mu), d v = -(Sigma o Sigma) d tau~ (from
+    dSigma = -Sigma dS~ Sigma).  J is formed where Sigma is a matrix (2n x 2n, solved by LU: about 16
+    Cholesky factorisations of n x n), applied by Sigma's products otherwise; where the natural-gradient
+    iteration crawls (spectral radius of J near 1, stiff kernels) J has few eigenvalues near 1, which
+    GMRES resolves in a few products.
+    """
+    cov = cov.formed()  # J is formed from Sigma where it is a matrix: the marginals too (``formed``)
+    mu, _, v = _moments(op, nu, cov)
+    g_m, g_v, h_mm, h_mv, h_vm, h_vv = expected_log_lik_derivatives(likelihood, y, mu, v)
+    active = -2.0 * g_v > 0.0  # where T's precision is not clipped at 0
+    t_tau = jnp.where(active, -2.0 * g_v, 0.0)
+    # Diagonal derivatives of T with respect to (mu, v), then the chain rule through (mu, v)(tau~, nu~).
+    tau_m, tau_v = jnp.where(active, -2.0 * h_vm, 0.0), jnp.where(active, -2.0 * h_vv, 0.0)
+    nu_m, nu_v = h_mm + t_tau + mu * tau_m, h_mv + mu * tau_v
+
+    def apply(ds):
+        d_tau, d_nu = ds
+        d_mu, d_v = cov.times(d_nu - d_tau * mu), -cov.squared_times(d_tau)
+        return d_tau - (tau_m * d_mu + tau_v * d_v), d_nu - (nu_m * d_mu + nu_v * d_v)
+
+    def matrix():
+        Sigma = cov.matrix()
+        mu_tau, v_tau = -Sigma * mu[None, :], -(Sigma**2)
+        J = jnp.block([
+            [tau_m[:, None] * mu_tau + tau_v[:, None] * v_tau, tau_m[:, None] * Sigma],
+            [nu_m[:, None] * mu_tau + nu_v[:, None] * v_tau, nu_m[:, None] * Sigma],
+        ])
+        return identity_minus(2 * mu.shape[0], J)
+
+    return (t_tau, g_m + t_tau * mu), LinearMap(apply, matrix if cov.has_matrix else None), mu
 
 
-def _target_and_jacobian(K, likelihood, y, sites):
-    """(T(tau~, nu~) as one vector, J): the fixed point's map for :func:`implicit_fixed_point`."""
+def _fixed_point_system(op, likelihood, y, sites):
+    """(T(s), I - dT/ds) at the sites s = (tau~, nu~): the system for :func:`implicit_fixed_point`."""
     tau, nu = sites
-    t_tau, t_nu, J, _, _ = _target(K, likelihood, y, tau, nu, factor_sites(K, tau))
-    return jnp.concatenate([t_tau, t_nu]), J
+    return _fixed_point_map(op, likelihood, y, tau, nu, op.factor(tau).covariance(op))[:2]
 
 
 class _KLState(NamedTuple):
-    """The sites, their factorisation and the ELBO; the natural-gradient step; how the last step ended."""
+    """The sites, their factorisation and Sigma, the ELBO; the natural-gradient step; how the last step ended."""
 
     tau: Array
     nu: Array
-    factor: tuple[Array, Array]
+    factor: AbstractFactor
+    cov: AbstractSitesCovariance
     value: Array
     beta: Array
     change: Array
@@ -197,61 +208,58 @@ class _KLState(NamedTuple):
     stalled: Array
 
 
-def _optimise(method: KL, K, likelihood, y, tau0, nu0, tol, site_tol):
+def _optimise(method: KL, op, likelihood, y, tau0, nu0):
     """Newton steps on the fixed point, safeguarded by damped natural-gradient steps (:func:`iterate`).
 
     Each step tries the Newton candidate, then the natural-gradient step with
     beta, beta/2, ... until the ELBO does not decrease: the ELBO never decreases.
-    Returns (tau~, nu~, steps, status, the last relative change of the sites).
     """
+    dtype = op.dtype
+    tol = tolerance(method.tol, dtype, 1e-10, 1e-6)
+    site_tol = tolerance(method.site_tol, dtype, 1e-8, 1e-4)
+    krylov = Krylov(method.krylov_steps, 1, 1e-8)
 
     def site_change(new_tau, new_nu, tau, nu):
         return jnp.maximum(relative_change(new_tau, tau), relative_change(new_nu, nu))
 
-    def step(s: _KLState) -> _KLState:
-        target, newton, m = _candidates(K, likelihood, y, s.tau, s.nu, s.factor)
-        noise = rounding_level(K.dtype, 1.0 + jnp.abs(s.value) + jnp.sum(jnp.abs(target[1] * m)))
+    def evaluate(tau, nu):
+        factor = op.factor(tau)
+        cov = factor.covariance(op)
+        return tau, nu, factor, cov, elbo(op, likelihood, y, tau, nu, factor, cov)
 
-        def candidate(k, b):
-            use_newton = k == 0
-            new_tau = jnp.where(use_newton, newton[0], (1.0 - b) * s.tau + b * target[0])
-            new_nu = jnp.where(use_newton, newton[1], (1.0 - b) * s.nu + b * target[1])
-            new_factor = factor_sites(K, new_tau)
-            return new_tau, new_nu, new_factor, elbo(K, likelihood, y, new_tau, new_nu, new_factor)
+    def step(s: _KLState) -> _KLState:
+        target, i_minus_j, mu = _fixed_point_map(op, likelihood, y, s.tau, s.nu, s.cov)
+        delta = solve(i_minus_j, (target[0] - s.tau, target[1] - s.nu), krylov)
+        newton = (jnp.maximum(s.tau + delta[0], 0.0), s.nu + delta[1])
+        noise = rounding_level(dtype, 1.0 + jnp.abs(s.value) + jnp.sum(jnp.abs(target[1] * mu)))
+
+        def good(tau, nu, value):
+            return (value >= s.value - noise) | (site_change(tau, nu, s.tau, s.nu) <= site_tol)
 
         def try_again(a):
-            new_tau, new_nu, _, new_value, _, k = a
-            good = (new_value >= s.value - noise) | (site_change(new_tau, new_nu, s.tau, s.nu) <= site_tol)
-            return (k == 0) | (~good & (k <= method.max_halvings + 1))
+            tau, nu, _, _, value, _, k = a
+            return (k == 0) | (~good(tau, nu, value) & (k <= method.max_halvings + 1))
 
         def attempt(a):
             *_, b, k = a
             b = jnp.where(k <= 1, b, 0.5 * b)  # k = 0: Newton; k = 1: natural gradient with beta; then halve
-            return (*candidate(k, b), b, k + 1)
+            use_newton = k == 0
+            tau = jnp.where(use_newton, newton[0], (1.0 - b) * s.tau + b * target[0])
+            nu = jnp.where(use_newton, newton[1], (1.0 - b) * s.nu + b * target[1])
+            return (*evaluate(tau, nu), b, k + 1)
 
         # A do-while loop, so that the ELBO (the expensive graph) is traced once per step.
-        new_tau, new_nu, new_factor, new_value, b, k = lax.while_loop(
-            try_again, attempt, (s.tau, s.nu, s.factor, s.value, s.beta, 0)
-        )
-        change = site_change(new_tau, new_nu, s.tau, s.nu)
-        accepted = (new_value >= s.value - noise) | (change <= site_tol)
-        small = (change <= site_tol) & (jnp.abs(new_value - s.value) <= tol * (1.0 + jnp.abs(new_value)))
-        keep = lambda new, old: jnp.where(accepted, new, old)  # noqa: E731
-        return _KLState(
-            keep(new_tau, s.tau),
-            keep(new_nu, s.nu),
-            jax.tree.map(keep, new_factor, s.factor),
-            keep(new_value, s.value),
-            jnp.where(k > 1, jnp.minimum(2.0 * b, 1.0), s.beta),  # a natural-gradient step was taken
-            change,
-            accepted & small,
-            ~accepted,
-        )
+        tau, nu, factor, cov, value, b, k = lax.while_loop(
+            try_again, attempt, (s.tau, s.nu, s.factor, s.cov, s.value, s.beta, 0))
+        accepted = good(tau, nu, value)
+        change = site_change(tau, nu, s.tau, s.nu)
+        small = (change <= site_tol) & (jnp.abs(value - s.value) <= tol * (1.0 + jnp.abs(value)))
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(accepted, a, b), new, old)  # noqa: E731
+        tau, nu, factor, cov, value = keep((tau, nu, factor, cov, value), (s.tau, s.nu, s.factor, s.cov, s.value))
+        beta = jnp.where(k > 1, jnp.minimum(2.0 * b, 1.0), s.beta)  # a natural-gradient step was taken
+        return _KLState(tau, nu, factor, cov, value, beta, change, accepted & small, ~accepted)
 
-    factor0 = factor_sites(K, tau0)
     false = jnp.asarray(False)
-    value0 = elbo(K, likelihood, y, tau0, nu0, factor0)
-    start = _KLState(tau0, nu0, factor0, value0, jnp.ones((), K.dtype), jnp.asarray(jnp.inf, K.dtype), false, false)
-    end = iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=method.max_steps,
-                  finite=lambda s: all_finite(s.tau, s.nu))
-    return end.state.tau, end.state.nu, end.num_steps, end.status, end.state.change
+    start = _KLState(*evaluate(tau0, nu0), jnp.ones((), dtype), jnp.asarray(jnp.inf, dtype), false, false)
+    return iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=method.max_steps,
+                   finite=lambda s: all_finite(s.tau, s.nu))

@@ -3,6 +3,7 @@
 from ._base import AbstractKernel, OnDims, Product, Sum
 from ._categorical import CategoricalOverlap
 from ._per_class import PerClass
+from ._precomputed import Precomputed
 from ._simple import Constant, Linear, White
 from ._stationary import SquaredExponential
 
@@ -13,6 +14,7 @@ __all__ = [
     "Linear",
     "OnDims",
     "PerClass",
+    "Precomputed",
     "Product",
     "SquaredExponential",
     "Sum",
