@@ -68,7 +68,8 @@ def main():
             differ = int(sa) != int(sp) or (int(sa) == gpc.Status.CONVERGED and abs(za - zp) > 1e-7 * (1 + abs(zp)))
             if differ or int(sa) != gpc.Status.CONVERGED:
                 row["differences"].append(dict(
-                    variance=variance, lengthscale=lengthscale, status=[gpc.Status(int(sa)).name, gpc.Status(int(sp)).name],
+                    variance=variance, lengthscale=lengthscale,
+                    status=[gpc.Status(int(sa)).name, gpc.Status(int(sp)).name],
                     log_z=[float(za), float(zp)], sweeps=[int(na), int(np_)]))
         problems = len(VARIANCES) * len(LENGTHSCALES)
         print(f"{name:26s} {schedule:10s} converged: Anderson {row['converged']['anderson']}/{problems}, plain "

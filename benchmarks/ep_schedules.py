@@ -81,7 +81,8 @@ def main():
         row["max_grad_diff"] = float(np.max(np.abs(outputs["sequential"][1] - outputs["parallel"][1])[both]))
         results[name] = row
         print(f"{name} (n = {len(y)}, d = {X.shape[1]}, {len(thetas)} grid points): " + "; ".join(
-            f"{label} {row[label]['converged']}/{len(thetas)} converged, sweeps median {row[label]['median_sweeps']:.0f} "
+            f"{label} {row[label]['converged']}/{len(thetas)} converged, "
+            f"sweeps median {row[label]['median_sweeps']:.0f} "
             f"max {row[label]['max_sweeps']}, {row[label]['run_s']:.2f} s" for label in schedules)
             + f"; max |log Z diff| {row['max_log_z_diff']:.1e}, max |grad diff| {row['max_grad_diff']:.1e}", flush=True)
     write_results(args.out, info, results)

@@ -118,7 +118,8 @@ def main():
             row[label] = dict(log_z=float(value), grad=np.asarray(grad).tolist(), sweeps=int(sweeps),
                               seconds=times[label]["run"], ratio_gpml_over_gpclass=float(np.median(gpml_times))
                               / times[label]["run"])
-            print(f"  {label:34s} log Z {float(value):.10f} (GPML {gpml_log_z:.10f}, diff {float(value) - gpml_log_z:.1e})"
+            print(f"  {label:34s} log Z {float(value):.10f} "
+                  f"(GPML {gpml_log_z:.10f}, diff {float(value) - gpml_log_z:.1e})"
                   f"  grad {np.asarray(grad)} (GPML {gpml_grad}), {int(sweeps)} sweeps,"
                   f"  GPML / gpclass time {row[label]['ratio_gpml_over_gpclass']:.1f}x")
         results[n] = row

@@ -77,7 +77,8 @@ def section_grid(args, record, data):
     for name, method in [("laplace", gpc.Laplace()), ("ep", gpc.EP(schedule="parallel"))]:
         (lml, info, conv), seconds = gaussian_grid(method, PROBIT, L, S, data)
         result[name] = dict(log_marginal=lml.tolist(), info=info.tolist(), converged=conv.tolist(), seconds=seconds)
-        print(f"{name}: {L.size} points in {seconds:.1f} s (one vmapped call), unconverged {int((~conv).sum())}", flush=True)
+        print(f"{name}: {L.size} points in {seconds:.1f} s (one vmapped call), unconverged {int((~conv).sum())}",
+              flush=True)
 
     ais = gpc.AIS(num_temperatures=args.temperatures, num_runs=3)
     # MCMC chains start from the three AIS end states (approximate posterior draws), so
@@ -90,7 +91,8 @@ def section_grid(args, record, data):
         annealed = gpc.infer(ais, kernel, PROBIT, Xtr, ytr, key=key_ais)
         sampled = gpc.infer(mcmc, kernel, PROBIT, Xtr, ytr, init=annealed.warm_start, key=key_mcmc)
         p = gpc.predict(sampled, Xte)
-        return annealed.log_marginal, annealed.log_marginal_se, annealed.log_weights, gpc.metrics.information_bits(yte, p, ytr)
+        return (annealed.log_marginal, annealed.log_marginal_se, annealed.log_weights,
+                gpc.metrics.information_bits(yte, p, ytr))
 
     gold_row = gpc.jit(jax.vmap(gold))  # one row of the grid (fixed log sigma) per call
     ais_lz = np.full(L.shape, np.nan)
@@ -113,8 +115,8 @@ def section_grid(args, record, data):
                 f"EP {result['ep']['info'][r][j]:.3f} Laplace {result['laplace']['info'][r][j]:.3f}",
                 flush=True,
             )
-        print(f"  row {r}: {L.shape[1]} points in {row_seconds[-1]:.1f} s (one vmapped call, compile included in row 0)",
-              flush=True)
+        print(f"  row {r}: {L.shape[1]} points in {row_seconds[-1]:.1f} s "
+              f"(one vmapped call, compile included in row 0)", flush=True)
     result["ais"] = dict(log_marginal=ais_lz.tolist(), se=ais_se.tolist(), runs=ais_runs.tolist(),
                          seconds=now() - t_start, row_seconds=row_seconds)
     result["mcmc"] = dict(info=mcmc_info.tolist(), samples=args.mcmc_samples, chains=3, thin=args.thin,
@@ -178,13 +180,15 @@ def section_timing(args, record, data):
     kernel = se(2.0, 2.0)
     rows = {}
     for sampler in ("elliptical_slice", "hmc"):
-        markov = gpc.samplers.HMC(step_size=0.1, num_leapfrog=10) if sampler == "hmc" else gpc.samplers.EllipticalSlice()
+        markov = (gpc.samplers.HMC(step_size=0.1, num_leapfrog=10) if sampler == "hmc"
+                  else gpc.samplers.EllipticalSlice())
         method = gpc.AIS(num_temperatures=args.timing_temperatures, num_runs=3, sampler=markov)
         fn = gpc.jit(lambda key, method=method: gpc.infer(method, kernel, PROBIT, Xtr, ytr, key=key).log_marginal_se)
         _, first = timed(lambda: fn(jax.random.key(0)))
         _, run = timed(lambda: fn(jax.random.key(1)))
         rows[sampler] = dict(compile_s=first - run, run_s=run)
-        print(f"AIS T = {args.timing_temperatures}, R = 3, n = 200, {sampler}: run {run:.1f} s, compile {first - run:.1f} s", flush=True)
+        print(f"AIS T = {args.timing_temperatures}, R = 3, n = 200, {sampler}: "
+              f"run {run:.1f} s, compile {first - run:.1f} s", flush=True)
     record["timing"] = rows
 
 
@@ -203,7 +207,8 @@ def section_marginals(args, record, data):
                          key=jax.random.key(4))
     sampled = gpc.infer(gpc.MCMC(num_samples=3000, num_warmup=1000, num_chains=3, thin=10), kernel, PROBIT, Xtr, ytr,
                         init=annealed.warm_start, key=jax.random.key(3))
-    print(f"at the EP ML-II point: log Z AIS {float(annealed.log_marginal):.3f} +- {float(annealed.log_marginal_se):.3f}, "
+    print(f"at the EP ML-II point: log Z AIS {float(annealed.log_marginal):.3f} "
+          f"+- {float(annealed.log_marginal_se):.3f}, "
           f"EP {float(ep.log_marginal):.3f}, Laplace {float(la.log_marginal):.3f}", flush=True)
     f = np.asarray(sampled.samples)
     skew = stats.skew(f, axis=0)
@@ -233,9 +238,11 @@ def section_marginals(args, record, data):
         fig.tight_layout()
         fig.savefig(path, dpi=100)
         print("saved", path, flush=True)
-    record["marginals"] = dict(log_l=float(jnp.log(kernel.lengthscale)), log_sigma=float(0.5 * jnp.log(kernel.variance)),
-                               rows=rows, log_z=dict(ais=float(annealed.log_marginal), ais_se=float(annealed.log_marginal_se),
-                                                     ep=float(ep.log_marginal), laplace=float(la.log_marginal)))
+    record["marginals"] = dict(log_l=float(jnp.log(kernel.lengthscale)),
+                               log_sigma=float(0.5 * jnp.log(kernel.variance)),
+                               rows=rows,
+                               log_z=dict(ais=float(annealed.log_marginal), ais_se=float(annealed.log_marginal_se),
+                                          ep=float(ep.log_marginal), laplace=float(la.log_marginal)))
 
 
 def section_bounds(args, record, data):
@@ -258,10 +265,11 @@ def section_bounds(args, record, data):
     for a in log_l:
         for b in log_s:
             vals = [float(v) for v in all_methods(a, b, jax.random.key(7))]
-            rows.append(dict(log_l=float(a), log_sigma=float(b), ais=vals[0], jj_lower=vals[1], kl=vals[2], jj_upper=vals[3]))
+            rows.append(dict(log_l=float(a), log_sigma=float(b), ais=vals[0], jj_lower=vals[1], kl=vals[2],
+                             jj_upper=vals[3]))
             ok = vals[1] <= vals[0] + 0.5 and vals[2] <= vals[0] + 0.5 and vals[3] >= vals[0] - 0.5
-            print(f"  log l {a:5.2f} log sigma {b:5.2f}: JJ lower {vals[1]:9.3f} <= KL {vals[2]:9.3f} <= AIS {vals[0]:9.3f} "
-                  f"<= JJ upper {vals[3]:9.3f}  {'ok' if ok else 'VIOLATED'}", flush=True)
+            print(f"  log l {a:5.2f} log sigma {b:5.2f}: JJ lower {vals[1]:9.3f} <= KL {vals[2]:9.3f} "
+                  f"<= AIS {vals[0]:9.3f} <= JJ upper {vals[3]:9.3f}  {'ok' if ok else 'VIOLATED'}", flush=True)
     record["bounds"] = rows
 
 
@@ -283,7 +291,8 @@ def main():
     data = load_split()
     record = dict(arguments=vars(args))
     for s in args.sections:
-        dict(grid=section_grid, timing=section_timing, marginals=section_marginals, bounds=section_bounds)[s](args, record, data)
+        dict(grid=section_grid, timing=section_timing, marginals=section_marginals,
+             bounds=section_bounds)[s](args, record, data)
     out = args.out.removesuffix(".json") if args.out else f"ionosphere_ais_{'_'.join(args.sections)}"
     write_results(out, info, record)
 

@@ -119,7 +119,8 @@ def section_ard(seeds, max_em_steps, ml2=True):
         if not sel:
             continue
         ev, er = np.array([r["log_evidence"] for r in sel]), np.array([r["error"] for r in sel])
-        print(f"ard {name:8s}: log evidence mean {ev.mean():8.2f} (range {ev.min():.2f}..{ev.max():.2f}; paper {paper[0]}), "
+        print(f"ard {name:8s}: log evidence mean {ev.mean():8.2f} "
+              f"(range {ev.min():.2f}..{ev.max():.2f}; paper {paper[0]}), "
               f"error mean {er.mean():.3f} (range {er.min():.2f}..{er.max():.2f}; paper {paper[1]})")
     return rows
 
@@ -140,7 +141,8 @@ def section_circle(seeds, max_em_steps):
         kernel = kg_kernel(2, np.full(2, 0.1), v1=1e-8, v2=1e-6)  # their footnote 3
         for name, eps, adapt in [("adapted", 0.01, True), ("eps=0", 0.0, False)]:
             res, secs = run_em(kernel, step_likelihood(eps), X, y, adapt_epsilon=adapt, max_steps=max_em_steps)
-            row = dict(seed=seed, model=name, log_evidence=float(res.log_marginal), error=test_error(res.posterior, Xt, yt),
+            row = dict(seed=seed, model=name, log_evidence=float(res.log_marginal),
+                       error=test_error(res.posterior, Xt, yt),
                        em_steps=int(res.num_steps), converged=bool(res.converged), seconds=round(secs, 1),
                        **describe(res.kernel, res.likelihood))
             rows.append(row)
@@ -230,9 +232,11 @@ def main():
     parser.add_argument("--max-em-steps", type=int, default=300)
     parser.add_argument("--max-steps", type=int, default=200, help="gpc.fit steps for the ML-II comparison")
     parser.add_argument("--skip-folds", type=int, default=0, help="cv: start at fold K + 1 (resume a cut-short run)")
-    parser.add_argument("--out", default=None, help="name of the JSON file in benchmarks/results/ (default: by sections)")
+    parser.add_argument("--out", default=None,
+                        help="name of the JSON file in benchmarks/results/ (default: by sections)")
     parser.add_argument("--em-tol", type=float, default=None,
-                        help="EM-EP stopping tolerance on the relative change of log q_EP (default: the library's 1e-7)")
+                        help="EM-EP stopping tolerance on the relative change of log q_EP "
+                             "(default: the library's 1e-7)")
     args = parser.parse_args()
     global EM_TOL
     EM_TOL = args.em_tol
@@ -246,7 +250,8 @@ def main():
         out["circle"] = section_circle(range(args.circle_seeds), args.max_em_steps)
     if "cv" in args.sections:
         checkpoint = RESULTS / ("kim_ghahramani_cv_" + "_".join(args.datasets) + "_partial.json")
-        out["cv"] = section_cv(args.datasets, args.folds, args.max_em_steps, args.max_steps, args.skip_folds, checkpoint)
+        out["cv"] = section_cv(args.datasets, args.folds, args.max_em_steps, args.max_steps, args.skip_folds,
+                               checkpoint)
     write_results(args.out or "kim_ghahramani_" + "_".join(args.sections), info, out)
 
 

@@ -426,7 +426,8 @@ def profile_eval(ev: Evaluation, args, rows):
     rows.append((sec, "infer (no grad) cold | value_and_grad cold",
                  f"{fmt_t(t_inf)} | {fmt_t(t_gp)}  ({t_inf / t_cj:.1f} | {t_gp / t_cj:.1f} Chol)"))
     rows.append((sec, "sklearn Newton only | lml+grad", f"{fmt_t(t_sk_val)} | {fmt_t(t_sk)}"))
-    rows.append((sec, "one Newton direction | jnp cholesky", f"{fmt_t(op_t['one Newton direction (_newton_direction)'])} | "
+    rows.append((sec, "one Newton direction | jnp cholesky",
+                 f"{fmt_t(op_t['one Newton direction (_newton_direction)'])} | "
                  f"{fmt_t(op_t['jnp.linalg.cholesky (symmetrize_input=True)'])}"))
     rows.append((sec, "chol sym | nosym | logdet-VJP AD | custom",
                  f"{fmt_t(op_t['jnp.linalg.cholesky (symmetrize_input=True)'])} | "

@@ -76,7 +76,8 @@ def main():
     args = parser.parse_args()
     info = machine_header("Many small ML-II fits: vmap, sharded_vmap over host devices, scikit-learn loop", args)
     sk_time, sk_values = sklearn_loop(args.num_sets, args.n)
-    print(f"  scikit-learn loop: {sk_time:.2f} s for {args.num_sets} fits ({1e3 * sk_time / args.num_sets:.1f} ms per fit)")
+    print(f"  scikit-learn loop: {sk_time:.2f} s for {args.num_sets} fits "
+          f"({1e3 * sk_time / args.num_sets:.1f} ms per fit)")
     results = dict(sklearn=dict(run=sk_time))
     for mode, count in [("vmap", 1)] + [("sharded", count) for count in args.devices]:
         env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}"}

@@ -72,7 +72,8 @@ def main():
         matrix = n * n * 8
         for name, (make, lik) in METHODS.items():
             few, many = memory(make(low), lik, X, y), memory(make(high), lik, X, y)
-            results[f"{name}/n={n}"] = dict(n=n, max_steps={low: few, high: many}, temp_in_matrices=many["temp"] / matrix)
+            results[f"{name}/n={n}"] = dict(n=n, max_steps={low: few, high: many},
+                                            temp_in_matrices=many["temp"] / matrix)
             same = "equal" if few["temp"] == many["temp"] else f"DIFFER: {few['temp']} / {many['temp']}"
             print(f"  {name:14s} {n:5d} {many['temp'] / 1e6:10.1f} {many['temp'] / matrix:8.2f} "
                   f"{many['argument'] / 1e6:9.1f}M   {same}", flush=True)

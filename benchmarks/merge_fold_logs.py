@@ -1,6 +1,7 @@
 """Merge per-fold lines of cross-validation runs that were split over several processes.
 
-    python benchmarks/merge_fold_logs.py table1 results/kuss_rasmussen_table1.log results/kuss_rasmussen_table1_usps_folds4-10.log ...
+    python benchmarks/merge_fold_logs.py table1 results/kuss_rasmussen_table1.log \
+results/kuss_rasmussen_table1_usps_folds4-10.log ...
     python benchmarks/merge_fold_logs.py em-ep results/kim_ghahramani_cv_*.log
 
 The long 10-fold runs (Kuss & Rasmussen Table 1 on USPS, Kim & Ghahramani's
@@ -53,11 +54,13 @@ def summarise(kind, records):
             return x, se
 
         E, E_se = stat("E", 1.0 if kind == "table1" else 100.0)
-        line = f"{data:11s} {method:18s} folds {len(rows):2d} ({min(folds)}..{max(folds)})  E {E.mean():5.2f} +- {E_se:4.2f} %"
+        line = (f"{data:11s} {method:18s} folds {len(rows):2d} ({min(folds)}..{max(folds)})  "
+                f"E {E.mean():5.2f} +- {E_se:4.2f} %")
         if kind == "table1":
             info, info_se = stat("I")
             norm_m = np.array([float(d["m"]) for _, d in rows])
-            line += f"  I {info.mean():.3f} +- {info_se:.3f}  |m| mean {norm_m.mean():.4g} median {np.median(norm_m):.4g}"
+            line += (f"  I {info.mean():.3f} +- {info_se:.3f}  "
+                     f"|m| mean {norm_m.mean():.4g} median {np.median(norm_m):.4g}")
         unconverged = sum("N" in d["conv"] or d["conv"] == "False" for _, d in rows)
         line += f"  fits not converged: {unconverged}"
         print(line)

@@ -43,12 +43,27 @@ import numpy as np  # noqa: E402
 from harness import RESULTS, machine_header, median_time, pyplot, timed, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
-from gpclass._inference.laplace_softmax import (  # noqa: E402
-    _newton_direction,
-    class_matmul,
-    softmax_blocks,
-    solve_i_plus_wk_cg,
-)
+from gpclass._cg import conjugate_gradients  # noqa: E402
+from gpclass._covariance import DenseCovariance  # noqa: E402
+from gpclass._covariance.dense_classes import _times_s, _times_s_transpose, softmax_blocks  # noqa: E402
+
+
+def newton_direction(K, Y, a):
+    """One Newton direction of multi-class Laplace at a (conjugate gradients on I + S K S^T)."""
+    op = DenseCovariance(K)
+    pi = jax.nn.softmax(op.mv(a), axis=1)
+    return op.class_solver(pi).solve_i_plus_wk(op, Y - pi - a)
+
+
+def cg_products(K, Y, a):
+    """The conjugate-gradient products of :func:`newton_direction` (the solver's own system, counted)."""
+    op = DenseCovariance(K)
+    pi = jax.nn.softmax(op.mv(a), axis=1)
+    p = jnp.sqrt(pi)
+    rhs = _times_s(p, op.mv(Y - pi - a))
+    _, steps, _ = conjugate_gradients(lambda u: u + _times_s(p, op.mv(_times_s_transpose(p, u))), rhs, tol=1e-8,
+                                      max_steps=a.size)
+    return steps
 
 
 def se(log_l, log_sf):
@@ -116,10 +131,8 @@ def section_timing(args, record):
         _, _, t_blocks = compile_then_time(gpc.jit(softmax_blocks), K - jnp.eye(n), pi, repeats=repeats)
         # One Newton direction (conjugate gradients on I + S K S^T) from f = 0 and at the mode, and its CG products.
         Y = jax.nn.one_hot(y, 10, dtype=K.dtype)
-        direction = gpc.jit(lambda K, a: _newton_direction(K, Y, a, class_matmul(K, a))[0])
-        products = gpc.jit(lambda K, a: solve_i_plus_wk_cg(
-            K, jax.nn.softmax(class_matmul(K, a), axis=1), Y - jax.nn.softmax(class_matmul(K, a), axis=1) - a,
-            1e-8, a.size)[1])
+        direction = gpc.jit(lambda K, a: newton_direction(K, Y, a))
+        products = gpc.jit(lambda K, a: cg_products(K, Y, a))
         steps_at = {}
         for where, a in (("start", jnp.zeros_like(Y)), ("mode", Y - pi)):
             _, _, t_dir = compile_then_time(direction, K - jnp.eye(n), a, repeats=args.repeats)
@@ -133,18 +146,21 @@ def section_timing(args, record):
             ratio_newton_direction_start_to_10_chol=steps_at["start"][0] / (10 * t_chol_one),
             ratio_newton_direction_mode_to_10_chol=steps_at["mode"][0] / (10 * t_chol_one),
             ratio_blocks_to_10_chol=t_blocks / (10 * t_chol_one),
-            ratio_forward_to_10_chol=t_fwd / (10 * t_chol_one), ratio_value_and_grad_to_10_chol=t_vg / (10 * t_chol_one),
+            ratio_forward_to_10_chol=t_fwd / (10 * t_chol_one),
+            ratio_value_and_grad_to_10_chol=t_vg / (10 * t_chol_one),
         )
         rows.append(row)
         print(
             f"n {n:5d}  C 10  Newton steps {int(steps):2d}  log q {float(lml):10.3f}  "
             f"forward {t_fwd:8.2f} s (compile {c_fwd:5.1f} s)  value+grad {t_vg:8.2f} s (compile {c_vg:5.1f} s)  "
-            f"10 x chol(n) {10 * t_chol_one:7.3f} s (vmapped {t_chol_batch:7.3f} s)  blocks at the mode {t_blocks:6.2f} s  "
+            f"10 x chol(n) {10 * t_chol_one:7.3f} s (vmapped {t_chol_batch:7.3f} s)  "
+            f"blocks at the mode {t_blocks:6.2f} s  "
             f"one Newton direction {steps_at['start'][0]:6.3f} s from f = 0 ({steps_at['start'][1]} CG products), "
             f"{steps_at['mode'][0]:6.3f} s at the mode ({steps_at['mode'][1]})  "
             f"ratios to 10 x chol: forward {row['ratio_forward_to_10_chol']:6.1f}  value+grad "
-            f"{row['ratio_value_and_grad_to_10_chol']:6.1f}  blocks {row['ratio_blocks_to_10_chol']:5.1f}  Newton direction "
-            f"{row['ratio_newton_direction_start_to_10_chol']:5.2f} / {row['ratio_newton_direction_mode_to_10_chol']:5.2f}",
+            f"{row['ratio_value_and_grad_to_10_chol']:6.1f}  blocks {row['ratio_blocks_to_10_chol']:5.1f}  "
+            f"Newton direction {row['ratio_newton_direction_start_to_10_chol']:5.2f} / "
+            f"{row['ratio_newton_direction_mode_to_10_chol']:5.2f}",
             flush=True,
         )
     record["timing"] = rows
@@ -201,10 +217,11 @@ def section_solvers(args, record):
         for tol in (1e-4, 1e-8, 1e-12):
             row[f"b_tol_{tol:g}"] = _pcg_steps(B, rhs, lambda v: v, tol)
         rows.append(row)
-        print(f"{name}: n {n}, C {C}, mode log q {float(post.log_marginal):.3f}; sum_c E_c: condition {row['cond_sum_e']:.0f}, "
+        print(f"{name}: n {n}, C {C}, mode log q {float(post.log_marginal):.3f}; "
+              f"sum_c E_c: condition {row['cond_sum_e']:.0f}, "
               f"CG products {row['sum_e_plain']} (Jacobi {row['sum_e_jacobi']}) at 1e-10, each C pairs of triangular "
-              f"solves; B = I + S K S^T: {row['b_tol_0.0001']} / {row['b_tol_1e-08']} / {row['b_tol_1e-12']} products at "
-              f"1e-4 / 1e-8 / 1e-12, each one n x n times n x C product", flush=True)
+              f"solves; B = I + S K S^T: {row['b_tol_0.0001']} / {row['b_tol_1e-08']} / {row['b_tol_1e-12']} "
+              f"products at 1e-4 / 1e-8 / 1e-12, each one n x n times n x C product", flush=True)
     record["solvers"] = rows
 
 
@@ -215,7 +232,8 @@ def section_usps10(args, record):
     Xtr, ytr, Xte, yte = split("usps10", args.n_train, args.n_test, seed=0)
     lik = gpc.likelihoods.Softmax(10)
     Xtr_j, ytr_j = jnp.asarray(Xtr), jnp.asarray(ytr)
-    print(f"usps10: n_train {len(ytr)}, n_test {len(yte)}, class counts train {np.bincount(ytr, minlength=10).tolist()}")
+    print(f"usps10: n_train {len(ytr)}, n_test {len(yte)}, "
+          f"class counts train {np.bincount(ytr, minlength=10).tolist()}")
 
     @gpc.jit
     def solve(theta, init):
@@ -253,11 +271,13 @@ def section_usps10(args, record):
     best["test_error_mc"] = float(gpc.metrics.error_rate(yte, p_mc))
     best["info_mc"] = float(gpc.metrics.information_bits(yte, p_mc, ytr))
     best["test_error_mean_field"], best["info_mean_field"] = float(error[i, j]), float(info[i, j])
-    entropy = float(gpc.metrics.information_bits(yte, np.tile(np.bincount(ytr, minlength=10) / len(ytr), (len(yte), 1)), ytr))
+    frequencies = np.tile(np.bincount(ytr, minlength=10) / len(ytr), (len(yte), 1))
+    entropy = float(gpc.metrics.information_bits(yte, frequencies, ytr))
     print(
         f"grid maximum log q {best['log_marginal']:.2f} at (log l, log sf) = ({best['log_l']}, {best['log_sf']}); "
         f"test error {100 * best['test_error_mc']:.2f}% / information {best['info_mc']:.3f} bits (Monte Carlo, "
-        f"{args.mc_samples} samples); mean field {100 * best['test_error_mean_field']:.2f}% / {best['info_mean_field']:.3f} bits. "
+        f"{args.mc_samples} samples); mean field {100 * best['test_error_mean_field']:.2f}% / "
+        f"{best['info_mean_field']:.3f} bits. "
         f"[grid {now() - t_start:.0f} s; information of the training frequencies on the test set: {entropy:.3f} bits]",
         flush=True,
     )
@@ -274,7 +294,8 @@ def section_usps10(args, record):
         result["ml2"] = dict(
             log_l=float(jnp.log(k.lengthscale)), log_sf=float(0.5 * jnp.log(k.variance)),
             log_marginal=float(fitted.objective), steps=int(fitted.num_steps), converged=bool(fitted.converged),
-            test_error_mc=float(gpc.metrics.error_rate(yte, p_fit)), info_mc=float(gpc.metrics.information_bits(yte, p_fit, ytr)),
+            test_error_mc=float(gpc.metrics.error_rate(yte, p_fit)),
+            info_mc=float(gpc.metrics.information_bits(yte, p_fit, ytr)),
             seconds=now() - t0,
         )
         m = result["ml2"]
@@ -310,7 +331,8 @@ def plot_usps10(result):
     axes[0].plot(best["log_l"], best["log_sf"], "k+", ms=12)
     if "ml2" in result:
         axes[0].plot(result["ml2"]["log_l"], result["ml2"]["log_sf"], "rx", ms=10)
-    fig.suptitle(f"USPS 10 classes, multi-class Laplace, n = {result['n_train']} / {result['n_test']} (cf. GPML Figure 3.11)")
+    fig.suptitle(f"USPS 10 classes, multi-class Laplace, n = {result['n_train']} / {result['n_test']} "
+                 f"(cf. GPML Figure 3.11)")
     fig.tight_layout()
     path = RESULTS / f"usps10_grid_{result['n_train']}.png"
     fig.savefig(path, dpi=110)
@@ -358,21 +380,25 @@ def section_uci(args, record):
                 error=float(gpc.metrics.error_rate(yte, p)), info=float(gpc.metrics.information_bits(yte, p, ytr)),
                 log_marginal=float(fitted.objective), steps=int(fitted.num_steps), converged=bool(fitted.converged),
                 fit_s=t_fit, compile_s=t_compile,
-                lengthscale=np.asarray(fitted.kernel.lengthscale if label.endswith("shared SE") else fitted.kernel.kernels.lengthscale).tolist(),
+                lengthscale=np.asarray(fitted.kernel.lengthscale if label.endswith("shared SE")
+                                       else fitted.kernel.kernels.lengthscale).tolist(),
             )
         t0 = now()
-        sk = GaussianProcessClassifier(ConstantKernel(1.0) * RBF(np.exp(log_l0)), multi_class="one_vs_rest", n_restarts_optimizer=0)
+        sk = GaussianProcessClassifier(ConstantKernel(1.0) * RBF(np.exp(log_l0)), multi_class="one_vs_rest",
+                                       n_restarts_optimizer=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             sk.fit(Xtr, ytr)
         t_sk = now() - t0
         p = sk.predict_proba(Xte)
         rows["sklearn OvR (C binary Laplace GPCs)"] = dict(
-            error=float(gpc.metrics.error_rate(yte, p)), info=float(gpc.metrics.information_bits(yte, p, ytr)), fit_s=t_sk,
+            error=float(gpc.metrics.error_rate(yte, p)), info=float(gpc.metrics.information_bits(yte, p, ytr)),
+            fit_s=t_sk,
         )
         for label, r in rows.items():
             extra = (
-                f"  log q {r['log_marginal']:9.2f}  L-BFGS steps {r['steps']:3d} conv {r['converged']}  compile {r['compile_s']:5.1f} s"
+                f"  log q {r['log_marginal']:9.2f}  L-BFGS steps {r['steps']:3d} conv {r['converged']}  "
+                f"compile {r['compile_s']:5.1f} s"
                 if "log_marginal" in r
                 else ""
             )
@@ -409,7 +435,8 @@ def main():
     info = machine_header("Multi-class Laplace (softmax): " + ", ".join(args.sections) + ", float64", args)
     record = dict(arguments=vars(args))
     for section in args.sections:
-        dict(timing=section_timing, usps10=section_usps10, uci=section_uci, solvers=section_solvers)[section](args, record)
+        dict(timing=section_timing, usps10=section_usps10, uci=section_uci,
+             solvers=section_solvers)[section](args, record)
     out = Path(args.out).stem if args.out else f"softmax_laplace_{'_'.join(args.sections)}"
     write_results(out, info, record)
 

@@ -86,7 +86,8 @@ def accuracy(args, info):
                            bayes_error=bayes, first_s=first, second_s=second, steps=steps, status=status,
                            max_rss_mb=peak_mb())
                 results[f"{name}_{n}_{label}"] = row
-                what = (f"fit ({steps} L-BFGS steps, {status})" if row["fitted"] else f"infer ({steps} inner steps, {status})")
+                what = (f"fit ({steps} L-BFGS steps, {status})" if row["fitted"]
+                        else f"infer ({steps} inner steps, {status})")
                 what += f" sigma_f^2 {row['variance']:.3g} l {row['lengthscale']:.3g}"
                 when = f"{first:.2f} s with compilation" + ("" if second is None else f", {second:.2f} s without")
                 print(f"{name} n = {n:8d} {label:13s} test error {100 * error:5.2f} % (Bayes {100 * bayes:.2f} %)  "

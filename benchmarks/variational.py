@@ -23,7 +23,8 @@ Sections (all float64, logistic likelihood unless stated):
   lower- and upper-bound predictions plotted (``results/variational_toy.png``)
   and their confidence compared.
 * ``table``: on Ionosphere (200 / 151), Pima (200 / 568) and USPS 3 vs 5
-  (767 / 1433: the first 767 of a random permutation of the 2200 images train, the rest test): log Z of Laplace, EP, JJ lower, JJ upper and KL at the same
+  (767 / 1433: the first 767 of a random permutation of the 2200 images train,
+  the rest test): log Z of Laplace, EP, JJ lower, JJ upper and KL at the same
   hyperparameters (Laplace's ML-II fit), then each method fitted by its own
   objective (JJ upper at the JJ lower fit, as in the paper) with its test
   error and information.
@@ -149,7 +150,8 @@ def section_joint(max_steps):
             value, kernel = -float(negative(p)), kernel_of(p)
             post = gpc.infer(LOWER, kernel, LOGISTIC, Xtr, ytr)  # the posterior at the joint optimum's theta
         else:
-            value, kernel, steps, g, post = float(res.objective), res.kernel, res.num_steps, res.grad_norm, res.posterior
+            value, kernel, steps, g, post = (float(res.objective), res.kernel, res.num_steps, res.grad_norm,
+                                             res.posterior)
         p_test = np.asarray(gpc.predict(post, Xte))
         errors = int(np.sum(np.where(p_test > 0.5, 1.0, -1.0) != yte))
         out[name] = dict(log_z=value, steps=int(steps), max_grad=float(g), seconds=secs, errors=errors)
@@ -175,7 +177,8 @@ def section_toy(max_steps):
     kernel = gpc.kernels.SquaredExponential(1.0, 5.0) + gpc.kernels.Constant(0.1)
 
     def log_prior(kernel, likelihood):  # gamma priors: length scale of moderate size (their section V-A)
-        return gpc.priors.log_gamma(kernel.k1.lengthscale, 4.0, 0.4) + gpc.priors.log_gamma(kernel.k1.variance, 2.0, 0.1)
+        return (gpc.priors.log_gamma(kernel.k1.lengthscale, 4.0, 0.4)
+                + gpc.priors.log_gamma(kernel.k1.variance, 2.0, 0.1))
 
     res = gpc.fit(LOWER, kernel, LOGISTIC, X, y, max_steps=max_steps, log_prior=log_prior)
     upper = gpc.infer(UPPER, res.kernel, LOGISTIC, X, y)
@@ -184,7 +187,8 @@ def section_toy(max_steps):
     inside = (grid[:, 0] >= 0) & (grid[:, 0] <= 60)
     conf_l, conf_u = np.mean(np.abs(p_lower - 0.5)[inside]), np.mean(np.abs(p_upper - 0.5)[inside])
     more = np.mean((np.abs(p_lower - 0.5) >= np.abs(p_upper - 0.5))[inside])
-    print(f"toy: fitted variance {float(res.kernel.k1.variance):.3f}, length scale {float(res.kernel.k1.lengthscale):.3f}, "
+    print(f"toy: fitted variance {float(res.kernel.k1.variance):.3f}, "
+          f"length scale {float(res.kernel.k1.lengthscale):.3f}, "
           f"bias {float(res.kernel.k2.variance):.3f}; log Z' {float(res.posterior.log_marginal):.3f} <= log Z'' "
           f"{float(upper.log_marginal):.3f}; mean |p - 1/2| over [0, 60]: lower {conf_l:.3f}, upper {conf_u:.3f}; "
           f"lower at least as confident at {100 * more:.0f}% of the grid; p at x = -20 / 80: lower "
@@ -304,7 +308,8 @@ def main():
     parser.add_argument("--crabs-splits", type=int, default=10)
     parser.add_argument("--grid", type=int, default=25, help="grid points per axis of the jensen section")
     parser.add_argument("--max-steps", type=int, default=200)
-    parser.add_argument("--out", default=None, help="name of the JSON file in benchmarks/results/ (default: by sections)")
+    parser.add_argument("--out", default=None,
+                        help="name of the JSON file in benchmarks/results/ (default: by sections)")
     args = parser.parse_args()
     info = machine_header("Variational bounds (Gibbs & MacKay, Opper & Archambeau, Kuss & Rasmussen eq. 35), float64",
                           args)

@@ -23,11 +23,12 @@ import numpy as np
 
 import gpclass as gpc
 from gpclass import _csv_job
+from gpclass._jax_compat import every_program_stored
 
 
 def main(argv=None) -> None:
     args = _parse(argv)
-    with _every_program_stored():
+    with every_program_stored():
         if args.csv is not None:
             _csv_job.main(args, lambda: _enable_cache(args))
             return
@@ -44,16 +45,6 @@ def main(argv=None) -> None:
 def _enable_cache(args) -> None:
     if not args.no_cache:
         print(f"compilation cache: {gpc.enable_compilation_cache(args.cache_dir)}")
-
-
-def _every_program_stored():
-    """JAX's threshold for storing a compiled program (1 s of compile time) at 0 for this job, scoped like x64:
-    the fit compiles in about 1 s, so with the default whether a second run found it depended on the machine."""
-    try:
-        from jax._src.config import persistent_cache_min_compile_time_secs as threshold
-    except ImportError:  # pragma: no cover - a JAX without it: JAX's default threshold
-        return contextlib.nullcontext()
-    return threshold(0.0)
 
 
 def _parse(argv):
@@ -84,10 +75,12 @@ def run(args, dtype) -> None:
     X_train, X_test = gpc.datasets.standardize(X_train, X_test)
     X_train, X_test = jnp.asarray(X_train, dtype), jnp.asarray(X_test, dtype)
     likelihood = gpc.likelihoods.Logistic() if args.likelihood == "logistic" else gpc.likelihoods.Probit()
-    kernel = gpc.kernels.SquaredExponential(variance=jnp.asarray(1.0, dtype), lengthscale=jnp.asarray(np.sqrt(X.shape[1]), dtype))
+    kernel = gpc.kernels.SquaredExponential(variance=jnp.asarray(1.0, dtype),
+                                            lengthscale=jnp.asarray(np.sqrt(X.shape[1]), dtype))
     print(
         f"gpclass {gpc.__version__}: Laplace ML-II on {args.dataset} ({len(y_train)} train / {len(y_test)} test, "
-        f"d = {X.shape[1]}, {args.likelihood} likelihood, {jnp.dtype(dtype).name}), L-BFGS from sigma_f = 1, l = sqrt(d)"
+        f"d = {X.shape[1]}, {args.likelihood} likelihood, {jnp.dtype(dtype).name}), "
+        "L-BFGS from sigma_f = 1, l = sqrt(d)"
     )
 
     start = time.perf_counter()

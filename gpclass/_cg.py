@@ -1,7 +1,7 @@
 """Conjugate gradients for a symmetric positive definite operator, on the iteration protocol of ``_iterate``.
 
 Used where a dense factorisation per iteration would cost more than many
-matrix products: the softmax Newton system (``_inference/laplace_softmax.py``),
+matrix products: the softmax Newton system (``_covariance/dense_classes.py``),
 whose operator B = I + S K S^T has every eigenvalue >= 1.
 """
 

@@ -52,13 +52,8 @@ import jax
 import jax.numpy as jnp
 
 from ._exceptions import as_gpclass_error
+from ._jax_compat import top_level
 from ._threads import one_blas_thread_per_call
-
-try:  # whether no transformation is tracing: where JAX accepts compiler options (pjit's own test)
-    from jax._src.core import trace_state_clean as top_level
-except ImportError:  # pragma: no cover - a JAX without it: never pass options
-    def top_level():
-        return False
 
 _CPU_OPTIONS = {
     "xla_cpu_use_fusion_emitters": False,

@@ -195,18 +195,7 @@ def read_csv(path, target, features=None, drop_missing=False, delimiter=",") -> 
         raise DataError(f"cannot read {path} as UTF-8 CSV: {error}") from None
     columns = [name.strip() for name in header]
     _check_header(path, columns)
-    if target not in columns:
-        raise DataError(f"no column {target!r} in {path}; its columns are: {', '.join(columns)}")
-    if features is None:
-        features = [name for name in columns if name != target]
-    else:
-        unknown = [name for name in features if name not in columns]
-        if unknown:
-            raise DataError(f"no column {unknown[0]!r} in {path}; its columns are: {', '.join(columns)}")
-        if target in features:
-            raise DataError(f"the target {target!r} cannot also be a feature")
-        if len(set(features)) != len(features):
-            raise DataError("--features names a column twice")
+    features = _feature_columns(path, columns, target, features)
     if not features:
         raise DataError(f"no feature columns: {path} has only the target column {target!r}")
     if not rows:
@@ -231,6 +220,22 @@ def read_csv(path, target, features=None, drop_missing=False, delimiter=",") -> 
         X[:, k] = _numeric_column(path, name, [(line, row[j].strip()) for line, row in kept])
     labels = [row[columns.index(target)].strip() for _, row in kept]
     return Table(X, labels, list(features), target, columns, len(rows), len(drop))
+
+
+def _feature_columns(path, columns, target, features) -> list[str]:
+    """The feature columns: every column but the target by default, else ``features``, checked against the header."""
+    if target not in columns:
+        raise DataError(f"no column {target!r} in {path}; its columns are: {', '.join(columns)}")
+    if features is None:
+        return [name for name in columns if name != target]
+    unknown = [name for name in features if name not in columns]
+    if unknown:
+        raise DataError(f"no column {unknown[0]!r} in {path}; its columns are: {', '.join(columns)}")
+    if target in features:
+        raise DataError(f"the target {target!r} cannot also be a feature")
+    if len(set(features)) != len(features):
+        raise DataError("--features names a column twice")
+    return list(features)
 
 
 def _check_header(path, columns) -> None:
@@ -332,7 +337,8 @@ def run(args, table, names, codes, splits, dtype) -> dict:
         likelihood = gpc.likelihoods.Softmax(len(names))
         mapping = {name: c for c, name in enumerate(names)}
     lengthscale = np.full(d, np.sqrt(d)) if args.ard else np.sqrt(d)
-    kernel = gpc.kernels.SquaredExponential(variance=jnp.asarray(1.0, dtype), lengthscale=jnp.asarray(lengthscale, dtype))
+    kernel = gpc.kernels.SquaredExponential(variance=jnp.asarray(1.0, dtype),
+                                            lengthscale=jnp.asarray(lengthscale, dtype))
     model = f"{args.likelihood} likelihood" if binary else f"softmax likelihood, {len(names)} classes"
     scheme = f"{args.folds}-fold CV" if args.folds else f"{len(splits[0][0])} train / {len(splits[0][1])} test"
     print(f"gpclass {gpc.__version__}: {args.method} ML-II on {args.csv} ({n} cases, d = {d}, {scheme}, {model}, "
@@ -361,7 +367,8 @@ def run(args, table, names, codes, splits, dtype) -> dict:
         from . import plot  # matplotlib only when a plot is asked for
 
         which = "out-of-fold predictions" if args.folds else "held-out predictions"
-        figure = plot.calibration_figure(codes[tested], pooled[tested], title=f"{os.path.basename(args.csv)}: {args.method}, {which}")
+        title = f"{os.path.basename(args.csv)}: {args.method}, {which}"
+        figure = plot.calibration_figure(codes[tested], pooled[tested], title=title)
         figure.savefig(args.plot, dpi=100)
         print(f"plot written to {args.plot}")
     counts = {name: int(np.sum(codes == c)) for name, c in mapping.items()}
@@ -377,7 +384,8 @@ def run(args, table, names, codes, splits, dtype) -> dict:
                   "kernel": "squared_exponential", "ard": bool(args.ard), "dtype": jnp.dtype(dtype).name,
                   "initial": {"sigma_f": 1.0, "lengthscale": float(np.sqrt(d))},
                   "inputs": "standardised with the training cases' mean and standard deviation",
-                  "prediction": "p(y = +1) averaged over the latent Gaussian" if binary else "Monte Carlo, 10000 samples, key from --seed"},
+                  "prediction": ("p(y = +1) averaged over the latent Gaussian" if binary
+                                 else "Monte Carlo, 10000 samples, key from --seed")},
         "evaluation": ({"scheme": "kfold", "folds": args.folds, "seed": args.seed} if args.folds else
                        {"scheme": "holdout", "test_fraction": len(splits[0][1]) / n, "seed": args.seed}),
         "runs": runs,
@@ -398,7 +406,7 @@ def _fit_and_test(args, method, kernel, likelihood, X, codes, train, test, fold,
     result = jax.block_until_ready(gpc.fit(method, kernel, likelihood, X_train, y_train,
                                            progress=None if args.progress is False else True))
     fit_time = time.perf_counter() - start
-    if isinstance(likelihood, gpc.likelihoods.Softmax):
+    if likelihood.num_latent > 1:  # the softmax: Monte Carlo class probabilities
         key = jax.random.fold_in(jax.random.key(args.seed), fold)
         p = gpc.predict(result.posterior, X_test, key=key)
     else:

@@ -29,17 +29,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._compile import filter_jit, top_level
+from ._compile import filter_jit
 from ._exceptions import GPClassError, register_messages
-
-try:  # the trace that is recording operations now (a jit's, a vmap's, a loop body's)
-    from jax._src.core import trace_ctx as _trace_ctx
-
-    def _current_trace():
-        return _trace_ctx.trace
-except ImportError:  # pragma: no cover - a JAX without it: every check raises from the program
-    def _current_trace():
-        return object()
+from ._jax_compat import current_trace as _current_trace
+from ._jax_compat import top_level
 
 
 class _Returned(NamedTuple):

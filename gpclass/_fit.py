@@ -219,7 +219,8 @@ def fit(
         # status says so.  The loop carries the solution (the fields computed from K), not the posterior.
         kernel, likelihood = build(z)
         solve_likelihood = likelihood if mask is None else Masked(likelihood)
-        solution = solve(method, prior_covariance(kernel, X), solve_likelihood, y, init if warm_start_inner else None, key)
+        start = init if warm_start_inner else None
+        solution = solve(method, prior_covariance(kernel, X), solve_likelihood, y, start, key)
         value = solution.log_marginal
         if log_prior is not None:
             value = value + log_prior(kernel, likelihood)

@@ -9,6 +9,8 @@ precisions tau~).  Inverting K or W is avoided by factorising
 whose eigenvalues lie in [1, 1 + n max_ij(K_ij) max_i(W_i) / 4].
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -42,34 +44,50 @@ def factor_b(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"]) -> Float[Array,
 
 
 def factor_b_given(K: Float[Array, "n n"], sqrt_w: Float[Array, " n"], L: Float[Array, "n n"]) -> Float[Array, "n n"]:
-    """``factor_b(K, sqrt_w)`` when its value L was computed already: L itself, with factor_b's reverse mode.
+    """``factor_b(K, sqrt_w)`` when its value L was computed already (``recomputed_in_reverse``): the log marginal
+    likelihood uses L under ``stop_gradient`` and costs nothing here; a prediction's gradient factorises B again."""
+    return recomputed_in_reverse(factor_b, L, K, sqrt_w)
 
-    The reverse mode runs (and factorises B again) only when L's cotangent is
-    not zero, i.e. when something differentiable was computed from L (a
-    prediction's gradient); the log marginal likelihood uses L under
-    ``stop_gradient`` and costs nothing here.
+
+def recomputed_in_reverse(fn, value, *args):
+    """``fn(*args)`` when its value ``value`` was computed already (by a solver's loop): ``value`` itself, with
+    ``fn``'s reverse mode.
+
+    The reverse mode runs (and computes ``fn`` again) only when the value's cotangent is not symbolically
+    zero, i.e. when something differentiated was computed from it.
     """
-    return _factor_b_given(K, sqrt_w, jax.lax.stop_gradient(L))
+    return _recomputed(fn, jax.lax.stop_gradient(value), *args)
 
 
-@jax.custom_vjp
-def _factor_b_given(K, sqrt_w, L):
-    return L
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _recomputed(fn, value, *args):
+    return value
 
 
-def _factor_b_given_fwd(K, sqrt_w, L):
-    return L.value, (K.value, sqrt_w.value)
+def _recomputed_fwd(fn, value, *args):
+    value, args = jax.tree.map(lambda p: p.value, (value, args), is_leaf=_is_primal)
+    return value, args
 
 
-def _factor_b_given_bwd(residuals, L_bar):
-    if isinstance(L_bar, jax.custom_derivatives.SymbolicZero):
-        return None, None, None
-    K, sqrt_w = residuals
-    _, vjp = jax.vjp(factor_b, K, sqrt_w)
-    return (*vjp(L_bar), None)
+def _recomputed_bwd(fn, args, cotangent):
+    symbolic = jax.custom_derivatives.SymbolicZero
+    leaves = jax.tree.leaves(cotangent, is_leaf=lambda c: isinstance(c, symbolic))
+    if all(isinstance(c, symbolic) for c in leaves):
+        return (None, *(None for _ in args))
+    values, vjp = jax.vjp(fn, *args)
+    cotangent = jax.tree.map(lambda c, v: jnp.zeros_like(v) if isinstance(c, symbolic) else c, cotangent, values,
+                             is_leaf=lambda c: isinstance(c, symbolic))
+    return (None, *vjp(cotangent))
 
 
-_factor_b_given.defvjp(_factor_b_given_fwd, _factor_b_given_bwd, symbolic_zeros=True)
+_PRIMAL = jax.custom_derivatives.CustomVJPPrimal
+
+
+def _is_primal(p):
+    return isinstance(p, _PRIMAL)
+
+
+_recomputed.defvjp(_recomputed_fwd, _recomputed_bwd, symbolic_zeros=True)
 
 
 def half_log_det(L: Float[Array, "n n"]) -> Float[Array, ""]:

@@ -20,8 +20,9 @@ from ._types import Array, Int
 class Status(enum.IntEnum):
     """Why an iteration stopped.  ``gpc.Status(int(code)).message`` explains a code.
 
-    Codes up to ``AT_BOUND`` are successes: a solver (or a sampler: every value
-    finite) ends in ``CONVERGED``; a fit also in ``AT_BOUND``.
+    Codes up to ``AT_BOUND``, and ``COMPLETED``, are successes: a solver (or a sampler:
+    every value finite) ends in ``CONVERGED``; a fit also in ``AT_BOUND``; a training
+    run without a convergence test (``gpc.fit_svgp``) in ``COMPLETED``.
     """
 
     CONVERGED = 0
@@ -30,6 +31,7 @@ class Status(enum.IntEnum):
     MAX_STEPS = 3
     FAILED = 4
     IMPRECISE = 5
+    COMPLETED = 6
 
     @property
     def message(self) -> str:
@@ -66,12 +68,16 @@ _MESSAGES = {
         "precision: typically float32 with a large signal variance or long length scales. Compute in float64 "
         "(jax_enable_x64), or standardise the inputs and start from moderate hyperparameters."
     ),
+    Status.COMPLETED: (
+        "completed: every requested step ran with finite values; the method has no convergence test (stochastic "
+        "optimisation, gpc.fit_svgp): judge convergence from its record (the ELBO estimates)."
+    ),
 }
 
 
 def successful(status: Int[Array, "..."]) -> Array:
-    """Whether ``status`` is ``CONVERGED`` or ``AT_BOUND`` (elementwise)."""
-    return status <= Status.AT_BOUND
+    """Whether ``status`` is ``CONVERGED``, ``AT_BOUND`` or ``COMPLETED`` (elementwise)."""
+    return (status <= Status.AT_BOUND) | (status == Status.COMPLETED)
 
 
 def solver_status(converged, num_steps, max_steps: int, finite) -> Int[Array, ""]:

@@ -24,7 +24,7 @@ class SVGPFit(eqx.Module):
     """The fitted model, the minibatch ELBO estimate of every step, and how training ended.
 
     ``elbo[i]`` is the estimate at the parameters before step i's update.
-    Training has no convergence test: ``status`` is ``Status.MAX_STEPS`` when
+    Training has no convergence test: ``status`` is ``Status.COMPLETED`` when
     all ``num_steps`` steps ran with finite ELBO estimates, ``Status.FAILED``
     when an estimate was not finite (training stops there and ``model`` holds
     the parameters at which it was computed).  Judge convergence from ``elbo``.
@@ -50,6 +50,7 @@ def fit_svgp(
     devices=None,
     print_every: int | None = None,
     progress: bool | Callable[[dict], None] | Progress | None = None,
+    throw: bool = False,
 ) -> SVGPFit:
     """Maximise the (minibatch) ELBO of ``model`` over q(v), the inducing inputs and the log hyperparameters.
 
@@ -88,6 +89,9 @@ def fit_svgp(
             ``gpc.Progress(fn, every=k, seconds=s)`` (as :func:`gpclass.fit`).
             The loop runs in Python, so this is a plain call, no callback in
             the compiled step.
+        throw: raise a ``gpc.GPClassError`` naming the status unless training
+            completed (as :func:`gpclass.fit` and :func:`gpclass.fit_em_ep`; the
+            default, ``False``, returns the result with its ``status``).
     """
     require_setting("fit_svgp", "num_steps", num_steps, low=1, low_open=False, integer=True)
     require_setting("fit_svgp", "print_every", print_every, low=1, low_open=False, integer=True, optional=True)
@@ -130,7 +134,7 @@ def fit_svgp(
         trainable, opt_state, sample_key = jax.device_put((trainable, opt_state, sample_key),
                                                           NamedSharding(mesh, PartitionSpec()))
         place = lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec("cases")))  # noqa: E731
-    values, batches_per_epoch, status = [], n // batch, Status.MAX_STEPS
+    values, batches_per_epoch, status = [], n // batch, Status.COMPLETED
     progress = as_progress(progress)
     every = None if progress is None else every_for(progress, num_steps)
     for i in range(num_steps):
@@ -152,6 +156,9 @@ def fit_svgp(
         if print_every and (i + 1) % print_every == 0:
             print(f"svgp step {i + 1:6d}: ELBO estimate {value: .6e}", flush=True)
         trainable, opt_state = new, new_state
+    if throw and status != Status.COMPLETED:
+        raise GPClassError(f"fit_svgp did not complete ({status.name}): {status.message} Pass throw=False to get "
+                           "the result with its status.")
     elbo = jnp.asarray(values, dtype=X.dtype)
     return SVGPFit(_build(trainable, static, settings), elbo, jnp.asarray(status, jnp.int32))
 

@@ -24,4 +24,5 @@ from ._inference._samplers import (
     hmc,
 )
 
-__all__ = ["AbstractSampler", "EllipticalSlice", "HMC", "HMCInfo", "HMCState", "SliceInfo", "SliceState", "elliptical_slice", "hmc"]
+__all__ = ["AbstractSampler", "EllipticalSlice", "HMC", "HMCInfo", "HMCState", "SliceInfo", "SliceState",
+           "elliptical_slice", "hmc"]

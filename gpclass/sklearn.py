@@ -66,6 +66,7 @@ except ImportError as error:  # pragma: no cover - exercised only without scikit
         "pip install scikit-learn"
     ) from error
 
+from . import _dense as dense
 from ._compile import filter_jit
 from ._exceptions import GPClassError
 from ._fit import fit as _fit
@@ -184,7 +185,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
                 f"({self.classes_[0]!r}): ML-II has no finite maximiser there, and the classifier would be constant."
             )
         softmax = num_classes > 2 and self.multi_class == "softmax"
-        if softmax and not isinstance(method, Laplace):
+        if softmax and not method.multiclass:
             raise GPClassError(
                 f"multi_class='softmax' (for {num_classes} classes) needs method='laplace', the one method for the "
                 f"softmax likelihood; got {self.method!r}. Use multi_class='one_vs_rest' with other methods."
@@ -454,7 +455,7 @@ def _softmax_predictions(posterior, X, normals):
     """Latent means and covariances, and E[softmax(f)] for f ~ N(mean_i, cov_i) at each test point from the
     same draws z (antithetic pairs: z and -z), so that a point's value does not depend on the others."""
     mean, cov = _predict_latent(posterior, X)
-    chol = jnp.linalg.cholesky(cov)
+    chol = jax.vmap(dense.cholesky)(cov)
 
     def accumulate(total, z):
         offset = jnp.einsum("mcd,d->mc", chol, z)

@@ -89,7 +89,8 @@ def test_a_longer_residual_restarts_and_after_an_extrapolation_goes_back():
         np.testing.assert_array_equal(memory.residual, last["residual"])
         assert int(memory.count) == 1 and not bool(memory.extrapolated)
     # A non-finite extrapolation is not taken.
-    memory = anderson.start(x, 2)._replace(d_residual=jnp.full((2, 3), jnp.nan), residual=jnp.ones(3), count=jnp.asarray(3))
+    memory = anderson.start(x, 2)._replace(d_residual=jnp.full((2, 3), jnp.nan), residual=jnp.ones(3),
+                                           count=jnp.asarray(3))
     x_next, memory = anderson.step(memory, jnp.full(3, 0.5), jnp.full(3, 0.75), lambda z: z)
     np.testing.assert_array_equal(x_next, jnp.full(3, 0.75))
     assert int(memory.count) == 1 and not bool(memory.extrapolated)

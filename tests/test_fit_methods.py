@@ -1,4 +1,5 @@
-"""ML-II with every differentiable method other than Laplace (tests/test_fit.py): EP, KL, the JJ lower bound, label noise.
+"""ML-II with every differentiable method other than Laplace (tests/test_fit.py): EP, KL, the JJ lower bound, label
+noise.
 
 Each fit must stop with a reason and satisfy the box-constrained stationarity conditions, checked by finite
 differences of gpc.infer's log marginal likelihood (a separate file, so that pytest-xdist can run it beside

@@ -1,4 +1,4 @@
-"""float32 with x64 off, as most GPU users run: Laplace, EP and KL against their float64 answers.
+"""float32 with x64 off, as most GPU users run: every method on every prior covariance against its float64 answer.
 
 Both likelihoods run in float32: probit through Laplace (its derivatives, from log Phi) and EP (its tilted
 moments), logistic through KL (its expected log-likelihood and that quadrature's derivatives).
@@ -111,3 +111,48 @@ def test_float32_with_x64_off_matches_float64(method, likelihood, problem):
     np.testing.assert_allclose(mean, ref_mean, rtol=0, atol=tol.grad * np.max(np.abs(ref_mean)))
     np.testing.assert_allclose(p, ref_p, rtol=0, atol=tol.probability)
     assert np.all((p > 0) & (p < 1))
+
+
+# Every other method and operator: value, predictions and posterior mean in float32 against float64, one program per
+# precision for all of them (the gradients of these paths are tested in float64 against finite differences
+# elsewhere; in float32 they share the adjoints tested above).  Sparse priors: 12 inducing inputs, the first
+# training cases.
+OTHERS = (
+    ("jj-dense", gpc.JaakkolaJordan(), gpc.likelihoods.Logistic(), None),
+    ("jj-upper-dense", gpc.JaakkolaJordanUpper(), gpc.likelihoods.Logistic(), None),
+    ("softmax-dense", gpc.Laplace(), gpc.likelihoods.Softmax(3), None),
+    ("laplace-fitc", gpc.Laplace(), gpc.likelihoods.Probit(), "fitc"),
+    ("ep-fitc", gpc.EP(), gpc.likelihoods.Probit(), "fitc"),
+    ("kl-vfe", gpc.KL(), gpc.likelihoods.Logistic(), "vfe"),
+    ("jj-fitc", gpc.JaakkolaJordan(), gpc.likelihoods.Logistic(), "fitc"),
+    ("softmax-vfe", gpc.Laplace(), gpc.likelihoods.Softmax(3), "vfe"),
+)
+
+
+@gpc.jit(compiler_options=FAST_COMPILE)
+def every_other(theta, X, y, classes, X_test):
+    results = {}
+    for name, method, likelihood, sparse in OTHERS:
+        prior = se_kernel(theta[0], theta[1])
+        prior = prior if sparse is None else gpc.Sparse(prior, X[:12], approximation=sparse)
+        post = gpc.infer(method, prior, likelihood, X, classes if likelihood.num_latent > 1 else y, throw=False)
+        mean, _ = gpc.predict_latent(post, X_test)
+        results[name] = (post.log_marginal, mean, post.mean, post.info.converged)
+    return results
+
+
+def test_every_other_method_and_operator_in_float32_matches_float64(problem):
+    theta, X, y, X_test = problem
+    classes = (np.arange(len(y)) % 3).astype(np.float64)
+    reference = every_other(theta, X, y, classes, X_test)
+    with jax.enable_x64(False):
+        as32 = [np.asarray(a, np.float32) for a in (theta, X, y, classes, X_test)]
+        single = jax.device_get(every_other(*as32))
+    for name, (value, latent, mean, converged) in single.items():
+        ref_value, ref_latent, ref_mean, ref_converged = reference[name]
+        assert bool(ref_converged) and bool(converged), name
+        assert value.dtype == np.float32, name
+        tol = TOLERANCE[value.dtype]
+        np.testing.assert_allclose(value, ref_value, rtol=tol.value, err_msg=name)
+        for out, ref in ((latent, ref_latent), (mean, ref_mean)):
+            np.testing.assert_allclose(out, ref, rtol=0, atol=tol.grad * np.max(np.abs(ref)), err_msg=name)

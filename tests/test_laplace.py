@@ -176,7 +176,8 @@ def test_implicit_gradient_matches_unrolled_autodiff(ionosphere_small):
     X, y = ionosphere_small
     y = jnp.asarray(y)
     args = (np.log(3.0), np.log(4.0))
-    unrolled_and_grad = gpc.jit(jax.value_and_grad(unrolled_log_marginal, argnums=(0, 1)), compiler_options=FAST_COMPILE)
+    unrolled_and_grad = gpc.jit(jax.value_and_grad(unrolled_log_marginal, argnums=(0, 1)),
+                                compiler_options=FAST_COMPILE)
     unrolled = unrolled_and_grad(*args, LOGISTIC, X, y)
     implicit = log_marginal_and_grad(*args, LOGISTIC, X, y)
     np.testing.assert_allclose(implicit[0], unrolled[0], rtol=1e-10)
@@ -318,7 +319,8 @@ def test_float32_start_is_on_from_512_float64_cases():
         X, y = toy_data(n=n)
         jaxpr = str(jax.make_jaxpr(lambda X, y: gpc.infer(gpc.Laplace(), se_kernel(0.0, 0.0), LOGISTIC, X, y,
                                                            throw=False).log_marginal)(X.astype(dtype), y.astype(dtype)))
-        return len(re.findall(r"f32\[\d+,\d+\] = cholesky", jaxpr)), len(re.findall(r"f64\[\d+,\d+\] = cholesky", jaxpr))
+        count = lambda dtype: len(re.findall(dtype + r"\[\d+,\d+\] = cholesky", jaxpr))  # noqa: E731
+        return count("f32"), count("f64")
 
     # (float32, float64) factorisations: Newton's loop body and the mode's factor, plus the float32 loop's body.
     assert programs(512, np.float64) == (1, 2) and programs(511, np.float64) == (0, 2)
@@ -354,7 +356,8 @@ def test_single_case_and_label_codings(ionosphere_small):
     X = np.array([[0.3]])
     post = fast_infer(gpc.Laplace(), gpc.kernels.SquaredExponential(variance=2.0), PROBIT, X, np.array([1.0]))
     K = np.array([[2.0]])
-    np.testing.assert_allclose(post.log_marginal, dense_log_marginal(K, PROBIT, np.ones(1), np.asarray(post.mean)), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(post.log_marginal, dense_log_marginal(K, PROBIT, np.ones(1), np.asarray(post.mean)),
+                               rtol=1e-6, atol=1e-12)
     # Every coding becomes the same {-1, +1} floats at the boundary (check_binary_labels, which gpc.infer calls
     # first); one coding of float64 dtype end to end reuses the compiled posterior (another dtype would compile
     # the whole program again for the same computation).

@@ -219,7 +219,8 @@ def test_label_noise_likelihood():
     base = gpc.likelihoods.Probit()
     lik = gpc.likelihoods.LabelNoise(base, epsilon=0.1)
     f = jnp.linspace(-6.0, 3.0, 10)
-    np.testing.assert_allclose(np.exp(jit_call(lik.log_prob, jnp.ones(10), f)), 0.1 + 0.8 * special.ndtr(np.asarray(f)), rtol=1e-12)
+    np.testing.assert_allclose(np.exp(jit_call(lik.log_prob, jnp.ones(10), f)), 0.1 + 0.8 * special.ndtr(np.asarray(f)),
+                               rtol=1e-12)
     assert not lik.log_concave and base.log_concave
     _, _, W = jit_call(lik.derivatives, jnp.ones(10), f)
     assert float(jnp.min(W)) < 0  # not log-concave: Laplace refuses it

@@ -24,7 +24,8 @@ YTR = [1.0, 1.0, 1.0, -1.0, -1.0, 1.0, 1.0, -1.0]  # 5 positive, 3 negative
 
 def test_error_rate_binary():
     np.testing.assert_allclose(float(error_rate(np.array(Y4), np.array(P4))), 0.25, rtol=1e-6, atol=1e-12)
-    np.testing.assert_allclose(float(error_rate(np.array([1.0, -1.0]), np.array([0.5, 0.5]))), 0.5, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(float(error_rate(np.array([1.0, -1.0]), np.array([0.5, 0.5]))), 0.5, rtol=1e-6,
+                               atol=1e-12)
     assert float(error_rate(np.array([1.0, -1.0]), np.array([1.0, 0.0]))) == 0.0
 
 

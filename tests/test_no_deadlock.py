@@ -88,5 +88,6 @@ def test_no_method_lowers_to_a_batched_lapack_call():
         (gpc.KL(), gpc.likelihoods.Logistic()),
         (gpc.JaakkolaJordan(), gpc.likelihoods.Logistic()),
     ]:
-        batched = gpc.jit(jax.vmap(jax.grad(lambda k, X, y: gpc.infer(method, k, lik, X, y).log_marginal), (None, 0, 0)))
+        log_q = lambda k, X, y: gpc.infer(method, k, lik, X, y).log_marginal  # noqa: E731
+        batched = gpc.jit(jax.vmap(jax.grad(log_q), (None, 0, 0)))
         assert batched_lapack_calls(batched.lower(KERNEL, Xs[:4], ys[:4])) == [], method

@@ -10,7 +10,7 @@ from conftest import FAST_COMPILE, as_float64, central_difference, jit_call, se_
 from scipy import special
 
 import gpclass as gpc
-from gpclass._inference.laplace_softmax import half_log_det_softmax, softmax_blocks
+from gpclass._covariance.dense_classes import half_log_det_softmax, softmax_blocks
 from gpclass._validation import check_class_labels
 
 C = 3

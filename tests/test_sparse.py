@@ -50,8 +50,8 @@ def _sparse_prior_matrices(sparse):
 
 
 def sparse_prior_matrices(sparse):
-    """K~ as an explicit n x n matrix, g = diag(K - Q) and V = L_uu^-1 K_un = Phi^T of ``sparse`` on X (NumPy arrays; one
-    small compiled program per approximation)."""
+    """K~ as an explicit n x n matrix, g = diag(K - Q) and V = L_uu^-1 K_un = Phi^T of ``sparse`` on X (NumPy arrays;
+    one small compiled program per approximation)."""
     return tuple(np.asarray(a) for a in _sparse_prior_matrices(sparse))
 
 

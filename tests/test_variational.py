@@ -177,7 +177,8 @@ def test_sigmoid_bounds_touch_where_the_theory_says():
 # --- optimality conditions and closed forms ---------------------------------------------------------
 
 
-lower_bound_gradient = fast_jit(jax.grad(lambda K, y, nu: lower_bound(DenseCovariance(K), y, nu), argnums=2))  # d log Z' / d nu
+# d log Z' / d nu, one program
+lower_bound_gradient = fast_jit(jax.grad(lambda K, y, nu: lower_bound(DenseCovariance(K), y, nu), argnums=2))
 
 
 def test_lower_bound_optimum_is_stationary_and_matches_the_dense_formula(ionosphere_small):

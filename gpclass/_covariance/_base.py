@@ -58,6 +58,9 @@ class AbstractCovariance(eqx.Module):
     def diagonal(self) -> Float[Array, " n"]:
         """diag K: the prior variances."""
 
+    def check_latent(self, num_latent: int) -> None:
+        """Raise unless this prior serves a likelihood with ``num_latent`` latent functions per case (any, here)."""
+
     def trace_variance(self) -> Float[Array, " n"] | float:
         """diag(K) - diag(K~): the variance of each f_i that this operator leaves out of the prior and the
         variational bounds add to every marginal (VFE's g, Titsias 2009); 0 for the exact prior and FITC."""
@@ -66,6 +69,21 @@ class AbstractCovariance(eqx.Module):
     @abc.abstractmethod
     def factor(self, w: Float[Array, " n"]) -> "AbstractFactor":
         """The factorisation of I + W^1/2 K W^1/2 for W = diag(w) >= 0."""
+
+    def class_factor(self, pi: Float[Array, "n C"]) -> "AbstractFactor":
+        """The factorisation of I + W K for the softmax's block-diagonal W = diag(pi) - pi pi^T, case by case
+        (GPML eq. 3.38), with C latent functions, each with this prior."""
+        raise GPClassError(f"a {type(self).__name__} ({self.describe()}) has no factorisation for a likelihood with "
+                           "several latent functions per case.")
+
+    def class_solver(self, pi: Float[Array, "n C"]) -> "AbstractFactor":
+        """What a Newton step needs of :meth:`class_factor`: its solve with I + W K (by default the factor)."""
+        return self.class_factor(pi)
+
+    def class_factor_given(self, pi: Float[Array, "n C"], factor: "AbstractFactor") -> "AbstractFactor":
+        """``class_factor(pi)`` when its value ``factor`` was computed already (by default computed again: XLA
+        merges the two)."""
+        return self.class_factor(pi)
 
     @abc.abstractmethod
     def factor_given(self, w: Float[Array, " n"], factor: "AbstractFactor") -> "AbstractFactor":

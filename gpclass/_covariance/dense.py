@@ -14,6 +14,7 @@ from .._exceptions import GPClassError
 from .._linalg import factor_b, factor_b_given, half_log_det_b, solve_i_plus_wk, sqrt_precision
 from .._types import Array, Float
 from .._validation import check_covariance
+from . import dense_classes
 from ._base import BOUND, CLASSES, MATRIX, PRIOR, AbstractCovariance, AbstractFactor, AbstractSitesCovariance
 
 
@@ -56,6 +57,17 @@ class DenseCovariance(AbstractCovariance):
         only when something differentiated depends on L itself (``_linalg.factor_b_given``)."""
         sqrt_w = sqrt_precision(w)
         return DenseFactor(w=w, sqrt_w=sqrt_w, chol=factor_b_given(self.K, sqrt_w, factor.chol))
+
+    def class_factor(self, pi):
+        """GPML Algorithm 3.3's blocks at pi (``dense_classes``)."""
+        return dense_classes.class_factor(self.K, pi)
+
+    def class_solver(self, pi):
+        """Conjugate gradients on products with K (``dense_classes.ClassSolver``): no factorisation per step."""
+        return dense_classes.ClassSolver(pi)
+
+    def class_factor_given(self, pi, factor):
+        return dense_classes.class_factor_given(self.K, pi, factor)
 
 
 class DenseFactor(AbstractFactor):
@@ -162,3 +174,18 @@ class PerClassCovariance(AbstractCovariance):
 
     def factor_given(self, w, factor):
         return self.factor(w)
+
+    def check_latent(self, num_latent):
+        if num_latent != self.K.shape[0]:
+            raise GPClassError(f"the PerClass kernel has {self.K.shape[0]} classes but the likelihood has "
+                               f"{num_latent}.")
+
+    def class_factor(self, pi):
+        """GPML Algorithm 3.3's blocks at pi, one K_c per class (``dense_classes``)."""
+        return dense_classes.class_factor(self.K, pi)
+
+    def class_solver(self, pi):
+        return dense_classes.ClassSolver(pi)
+
+    def class_factor_given(self, pi, factor):
+        return dense_classes.class_factor_given(self.K, pi, factor)

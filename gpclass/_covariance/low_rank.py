@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from .. import _dense as dense
 from .._types import Array, Float
 from .._validation import check_covariance_operator
+from . import low_rank_classes
 from ._base import BOUND, PRIOR, AbstractCovariance, AbstractFactor, AbstractSitesCovariance
 
 
@@ -79,8 +80,10 @@ class LowRankCovariance(AbstractCovariance):
     def dtype(self):
         return self.g.dtype
 
-    def mv(self, x: Float[Array, " n"]) -> Float[Array, " n"]:
-        """K~ x."""
+    def mv(self, x: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+        """K~ x (every column of an (n, C) x: K~ for each class)."""
+        if x.ndim == 2:
+            return self.Phi @ (x.T @ self.Phi).T + (self.power * self.g)[:, None] * x
         return self.Phi @ (x @ self.Phi) + self.power * self.g * x
 
     def abs_mv(self, x: Float[Array, "n ..."], abs_phi: Float[Array, "n m"] | None = None) -> Float[Array, "n ..."]:
@@ -94,7 +97,8 @@ class LowRankCovariance(AbstractCovariance):
         """|K~ v| + diag(K~) |v|: an estimate of |K~| |v| in O(n), where the products with |Phi| would cost a
         tenth of a Newton step (memory-bound n x m reads); the cancellation it does not see is that between
         inducing directions, which the diagonal term bounds for the part each case carries itself."""
-        return jnp.abs(product) + self.diagonal() * jnp.abs(v)
+        diagonal = self.diagonal()
+        return jnp.abs(product) + (diagonal if v.ndim == 1 else diagonal[:, None]) * jnp.abs(v)
 
     def diagonal(self) -> Float[Array, " n"]:
         return jnp.sum(self.Phi**2, axis=1) + self.power * self.g
@@ -103,9 +107,14 @@ class LowRankCovariance(AbstractCovariance):
         """K~ as a dense matrix (tests: the brute-force oracle)."""
         return self.Phi @ self.Phi.T + jnp.diag(self.power * self.g)
 
-    def inducing_weights(self, a: Float[Array, " n"]) -> Float[Array, " m"]:
-        """K_uu^-1 K_un a = L_uu^-T Phi^T a: with k(x*, Z) it gives the predictive mean k(x*, Z) K_uu^-1 K_un a."""
-        return dense.solve_triangular(self.chol_uu, a @ self.Phi, lower=True, trans=1)
+    def inducing_weights(self, a: Float[Array, "n ..."]) -> Float[Array, "m ..."]:
+        """K_uu^-1 K_un a = L_uu^-T Phi^T a: with k(x*, Z) it gives the predictive mean k(x*, Z) K_uu^-1 K_un a
+        (per class for an (n, C) a: (m, C))."""
+        return dense.solve_triangular(self.chol_uu, (a.T @ self.Phi).T, lower=True, trans=1)
+
+    def class_factor(self, pi):
+        """The Woodbury form for the softmax's block W (``low_rank_classes``)."""
+        return low_rank_classes.class_factor(self, pi)
 
     def factor(self, w: Float[Array, " n"]) -> "LowRankFactor":
         """The O(n m^2) factorisation for a diagonal W = diag(w) >= 0 (GPML ``apx.m``, ``ldB2_sparse``)."""
@@ -150,7 +159,8 @@ class LowRankFactor(AbstractFactor):
         return jnp.sum(jnp.log(jnp.diagonal(self.chol))) + 0.5 * jnp.sum(jnp.log1p(op.power * op.g * self.w))
 
     def power_log_det(self, op: LowRankCovariance) -> Float[Array, ""]:
-        """GPML's ldB2 of ``apxSparse``: sum log L_ii + 1/2 sum_i t_i, t_i = log(1 + s g_i W_i) / s (-> g_i W_i as s -> 0).
+        """GPML's ldB2 of ``apxSparse``: sum log L_ii + 1/2 sum_i t_i, t_i = log(1 + s g_i W_i) / s
+        (-> g_i W_i as s -> 0).
 
         For FITC (s = 1) it is :meth:`half_log_det_b`; for VFE (s = 0) it adds
         the trace term 1/2 tr(W (K - Q)) to 1/2 log|I + W^1/2 Q W^1/2|.

@@ -27,5 +27,6 @@ __all__ = [
     "EP",
     "MCMC",
     "SamplePosterior",
-    "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL", "Laplace", "SoftmaxPosterior", "SolverInfo", "SparsePosterior",
+    "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL", "Laplace", "SoftmaxPosterior",
+    "SolverInfo", "SparsePosterior",
     "SparseSoftmaxPosterior", "infer"]

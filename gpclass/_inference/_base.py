@@ -52,6 +52,7 @@ class AbstractInference(eqx.Module):
     def solve_low_rank(self, op, likelihood, y, init=None, key=None) -> AbstractPosterior:
         """The approximation under a sparse prior (a ``LowRankCovariance``, built by ``gpc.Sparse``)."""
         raise GPClassError(
-            f"{type(self).__name__} does not support a sparse prior (gpc.Sparse); use gpc.Laplace(), gpc.EP(), gpc.KL() "
+            f"{type(self).__name__} does not support a sparse prior (gpc.Sparse); use gpc.Laplace(), gpc.EP(), "
+            "gpc.KL() "
             "or gpc.JaakkolaJordan()."
         )

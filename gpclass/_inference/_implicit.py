@@ -30,7 +30,8 @@ ADJOINT_TOL = 1e-10
 def primal_values(tree):
     """The values of a ``symbolic_zeros`` custom VJP's inputs (``CustomVJPPrimal`` leaves) as a plain tree."""
     primal = jax.custom_derivatives.CustomVJPPrimal
-    return jax.tree.map(lambda p: p.value if isinstance(p, primal) else p, tree, is_leaf=lambda p: isinstance(p, primal))
+    return jax.tree.map(lambda p: p.value if isinstance(p, primal) else p, tree,
+                        is_leaf=lambda p: isinstance(p, primal))
 
 
 def instantiated(cotangent, params):

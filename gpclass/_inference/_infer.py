@@ -86,7 +86,8 @@ def solve_posterior(
     method, kernel, likelihood, X, y, init, key=None, checks=None
 ) -> AbstractPosterior:
     """:func:`infer` for inputs checked by :func:`check_inputs` and ``likelihood.check_labels``."""
-    return solve(method, prior_covariance(kernel, X), likelihood, y, init, key, checks).conditioned(kernel, likelihood, X)
+    solution = solve(method, prior_covariance(kernel, X), likelihood, y, init, key, checks)
+    return solution.conditioned(kernel, likelihood, X)
 
 
 def apply_mask(method, likelihood, y, mask, checks):
@@ -126,4 +127,5 @@ def solve(method, op, likelihood, y, init, key=None, checks=None):
         )
     if likelihood.num_latent == 1 and CLASSES in op.capabilities:
         raise GPClassError("a PerClass kernel needs the multi-class gpc.likelihoods.Softmax likelihood.")
+    op.check_latent(likelihood.num_latent)
     return method.solve(op, likelihood, y, init, key)

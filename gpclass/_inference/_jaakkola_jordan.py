@@ -1,4 +1,5 @@
-"""The Jaakkola-Jordan bound's lambda(nu) and its derivative (Gibbs & MacKay eq. 11), shared by the dense and sparse bounds."""
+"""The Jaakkola-Jordan bound's lambda(nu) and its derivative (Gibbs & MacKay eq. 11), shared by the lower and upper
+bounds' code."""
 
 import jax.numpy as jnp
 

@@ -31,7 +31,8 @@ class LinearMap(NamedTuple):
 
 
 class Krylov(NamedTuple):
-    """GMRES settings: restarted every ``restart`` products, at most ``restarts`` cycles, to relative residual ``tol``."""
+    """GMRES settings: restarted every ``restart`` products, at most ``restarts`` cycles, to relative residual
+    ``tol``."""
 
     restart: int
     restarts: int

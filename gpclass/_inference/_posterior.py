@@ -23,7 +23,9 @@ import jax.numpy as jnp
 from jaxtyping import PyTree
 
 from .. import _dense as dense
-from .._covariance import DenseCovariance, LowRankCovariance
+from .._covariance import DenseFactor, LowRankFactor
+from .._covariance.dense_classes import ClassFactor
+from .._covariance.low_rank_classes import LowRankClassFactor
 from .._exceptions import GPClassError
 from .._linalg import latent_variance_reduction
 from .._status import Status
@@ -262,7 +264,7 @@ class SparseSoftmaxPosterior(AbstractPosterior):
     With w* = L_uu^-1 k(Z, x*): E[f*^c] = k(x*, Z) ``alpha[:, c]`` and
     Cov[f*] = (k(x*, x*) - |w*|^2) I + W*^T H^-1 W*, W* = I_C (x) w*, where
     ``alpha`` = K_uu^-1 K_un (y - pi^) (m, C) and ``chol_h`` is the Cholesky
-    factor of the Cm x Cm matrix H at the mode (``laplace_softmax_sparse``).
+    factor of the Cm x Cm matrix H at the mode (``_covariance.low_rank_classes``).
     ``mean`` is the mode F^ (n, C); ``warm_start`` a = K~^-1 F^.
     """
 
@@ -280,7 +282,7 @@ class SparseSoftmaxPosterior(AbstractPosterior):
     def _latent(self, X_test):
         """E[f*^c] = k(x*, Z) alpha^c and Cov[f*] = (k** - |w*|^2) I + W*^T H^-1 W*, W* = I_C (x) w*.
 
-        w* = L_uu^-1 k(Z, x*) (``laplace_softmax_sparse``): with G = L_H^-1 W*
+        w* = L_uu^-1 k(Z, x*) (``_covariance.low_rank_classes``): with G = L_H^-1 W*
         (a triangular solve with C m right-hand sides per test point), the second
         term is G^T G.  Memory O(C^2 m) per test point: predict large sets in batches.
         """
@@ -345,24 +347,39 @@ class SamplePosterior(AbstractPosterior):
         return jax.nn.softmax(self.log_weights), G.T @ V, var
 
 
-@functools.singledispatch
 def gaussian_posterior(op, factor, *, alpha, mean, log_marginal, info, warm_start) -> AbstractPosterior:
     """The predictive form of a Gaussian posterior q(f) = N(mean, (K^-1 + W)^-1) under the prior ``op``.
 
-    ``factor`` is ``op.factor(W)`` and ``alpha`` = K^-1 mean, the predictive weights.  The form is the
-    operator's: GPML's {alpha, W^1/2, L} for a kernel's K (:class:`GaussianPosterior`), ``apxSparse``'s
-    weights on the inducing inputs for a sparse prior (:class:`SparsePosterior`).
+    ``factor`` is the prior's factorisation at W (``op.factor(w)``, or ``op.class_factor(pi)`` for the
+    softmax) and ``alpha`` = K^-1 mean, the predictive weights.  The form is the factor's: GPML's
+    {alpha, W^1/2, L} for a kernel's K (:class:`GaussianPosterior`), section 3.5's blocks for the
+    softmax (:class:`SoftmaxPosterior`), ``apxSparse``'s weights on the inducing inputs for a sparse
+    prior (:class:`SparsePosterior`, :class:`SparseSoftmaxPosterior`).
     """
-    raise GPClassError(f"no Gaussian posterior form for a prior covariance of type {type(op).__name__}.")
+    return _form(factor, op, alpha=alpha, mean=mean, log_marginal=log_marginal, info=info, warm_start=warm_start)
 
 
-@gaussian_posterior.register
-def _(op: DenseCovariance, factor, *, alpha, mean, log_marginal, info, warm_start):
-    return GaussianPosterior(alpha=alpha, sqrt_w=factor.sqrt_w, chol=factor.chol, mean=mean,
-                             log_marginal=log_marginal, info=info, warm_start=warm_start)
+@functools.singledispatch
+def _form(factor, op, **fields) -> AbstractPosterior:
+    raise GPClassError(f"no Gaussian posterior form for a factorisation of type {type(factor).__name__}.")
 
 
-@gaussian_posterior.register
-def _(op: LowRankCovariance, factor, *, alpha, mean, log_marginal, info, warm_start):
-    return SparsePosterior(alpha=op.inducing_weights(alpha), chol_uu=op.chol_uu, chol_u=factor.chol, mean=mean,
-                           log_marginal=log_marginal, info=info, warm_start=warm_start)
+@_form.register
+def _(factor: DenseFactor, op, *, alpha, **fields):
+    return GaussianPosterior(alpha=alpha, sqrt_w=factor.sqrt_w, chol=factor.chol, **fields)
+
+
+@_form.register
+def _(factor: ClassFactor, op, *, alpha, **fields):
+    return SoftmaxPosterior(alpha=alpha, e_blocks=factor.E, chol_sum_e=factor.M, **fields)
+
+
+@_form.register
+def _(factor: LowRankFactor, op, *, alpha, **fields):
+    return SparsePosterior(alpha=op.inducing_weights(alpha), chol_uu=op.chol_uu, chol_u=factor.chol, **fields)
+
+
+@_form.register
+def _(factor: LowRankClassFactor, op, *, alpha, **fields):
+    return SparseSoftmaxPosterior(alpha=op.inducing_weights(alpha), chol_uu=op.chol_uu, chol_h=factor.chol_h,
+                                  **fields)

@@ -120,7 +120,8 @@ def hmc(
         return state.position - temperature * state.grad_log_likelihood
 
     def energy(state, momentum):
-        return -_tempered(temperature, state.log_likelihood) + 0.5 * jnp.sum(state.position**2) + 0.5 * jnp.sum(momentum**2)
+        kinetic = 0.5 * jnp.sum(momentum**2)
+        return -_tempered(temperature, state.log_likelihood) + 0.5 * jnp.sum(state.position**2) + kinetic
 
     def step(key, state: HMCState):
         key_momentum, key_accept = jax.random.split(key)

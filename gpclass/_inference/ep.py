@@ -252,7 +252,8 @@ def _parallel_system(op, likelihood, y, sites):
     tau, nu = sites
     cov = op.factor(tau).covariance(op)
     sigma_diag, mu = cov.variance(), cov.times(nu)
-    new_sites, pull = jax.vjp(lambda s, m, t, v: site_update(likelihood, y, *cavity(s, m, t, v)), sigma_diag, mu, tau, nu)
+    update = lambda s, m, t, v: site_update(likelihood, y, *cavity(s, m, t, v))  # noqa: E731
+    new_sites, pull = jax.vjp(update, sigma_diag, mu, tau, nu)
     ones, zeros = jnp.ones_like(tau), jnp.zeros_like(tau)
     rows = pull((ones, zeros)), pull((zeros, ones))  # d(new tau~), d(new nu~) by (Sigma_ii, mu_i, tau~_i, nu~_i)
 
@@ -422,7 +423,8 @@ def _block_sweep(likelihood, y, tau, nu, damping, Sigma, mu, start, stop, b, n):
                     put(tau_b, new_tau), put(nu_b, new_nu)), None
 
         zeros = jnp.zeros(b, dtype)
-        (a_and_t, coef, gain, tau_b, nu_b), _ = lax.scan(site, (jnp.zeros((2 * b, b), dtype), zeros, zeros, tau_b, nu_b),
+        start_carry = (jnp.zeros((2 * b, b), dtype), zeros, zeros, tau_b, nu_b)
+        (a_and_t, coef, gain, tau_b, nu_b), _ = lax.scan(site, start_carry,
                                                          jnp.arange(b))
         U = S @ a_and_t[b:]
         tau, nu = lax.dynamic_update_slice(tau, tau_b, (first,)), lax.dynamic_update_slice(nu, nu_b, (first,))

@@ -11,8 +11,14 @@ with ``apxSparse``: log q uses its power-EP log-determinant ldB2, which for
 VFE adds the trace term 1/2 tr(W (K - Q))).  Gradients of the approximate
 log marginal likelihood flow through the mode by the implicit function
 theorem (a ``custom_vjp`` on the mode): no Newton iteration is stored for
-reverse mode.  Multi-class (softmax) likelihoods use GPML Algorithm 3.3
-(``laplace_softmax``; ``laplace_softmax_sparse`` under a sparse prior).
+reverse mode.
+
+Multi-class (softmax) likelihoods run the same code: latents are (n, C)
+arrays and W = diag(pi) - pi pi^T is block-diagonal (GPML Algorithm 3.3,
+eqs. 3.38-3.44); the likelihood asks the prior for that factorisation
+(``likelihood.factor``: ``op.class_factor``, conjugate gradients for a Newton
+step on a kernel's K, section 3.5.1's blocks at the mode, the Woodbury form
+under a sparse prior).
 """
 
 import functools
@@ -27,10 +33,7 @@ from .._exceptions import GPClassError
 from .._validation import require_setting
 from ._base import AbstractInference
 from ._newton import better_start, mode_residual, newton
-from ._posterior import SoftmaxPosterior, SolverInfo, gaussian_posterior
-from .laplace_softmax import _psi as softmax_psi
-from .laplace_softmax import softmax_blocks, softmax_log_marginal, softmax_mode
-from .laplace_softmax_sparse import solve_sparse_softmax_laplace
+from ._posterior import SolverInfo, gaussian_posterior
 
 
 class Laplace(AbstractInference):
@@ -57,7 +60,7 @@ class Laplace(AbstractInference):
             ``CONVERGED``.
         max_steps: largest number of Newton steps.
         max_halvings: largest number of step halvings within one Newton step.
-        float32_start: for float64 data (binary likelihoods), start the
+        float32_start: for float64 data, start the
             Newton iterations in float32 and continue in
             float64 from where float32 stops: at its tolerance, or at the
             first step that needs halving or whose gain in Psi float32 cannot
@@ -70,7 +73,7 @@ class Laplace(AbstractInference):
             of 9-17 from zero.  ``None`` means on for float64 problems of at
             least 512 cases; smaller ones are dominated by the loops' fixed
             costs, where a second loop only adds compile time; off for a
-            sparse prior unless ``True``.
+            sparse prior or the softmax unless ``True``.
             ``num_steps`` counts the steps of both precisions.
 
     B is well conditioned without jitter; a nugget on K belongs to the model:
@@ -97,54 +100,29 @@ class Laplace(AbstractInference):
 
     def solve(self, op, likelihood, y, init=None, key=None):
         _check_log_concave(likelihood)
-        if likelihood.num_latent > 1:
-            if MATRIX in op.capabilities:
-                return self._solve_softmax(op.K, likelihood, y, init)
-            return solve_sparse_softmax_laplace(self, op, y, init)
         psi = lambda a: _psi(op, likelihood, y, a)
-        a0 = jnp.zeros(op.shape[0], dtype=op.dtype) if init is None else better_start(psi, init, op.dtype)
+        a0 = jnp.zeros(y.shape, dtype=op.dtype) if init is None else better_start(psi, init, op.dtype)
         start_steps = 0
-        if self._starts_in_float32(op):
+        if self._starts_in_float32(op, likelihood):
             a0, start_steps = _float32_start(self, op, likelihood, y, a0)
         f, num_steps, status, a, max_change, factor = _mode(self, op, likelihood, y, a0)
         log_lik, grad, W = likelihood.derivatives(y, f)
-        factor = op.factor_given(W, factor)  # the mode's factor, shared with its adjoint
-        # GPML eq. 3.32: log q(y|X) = log p(y|f^) - 1/2 a^T f^ - 1/2 log|B|, where a = K^-1 f^ = grad log p(y|f^)
-        # at the mode (eq. 3.17); a sparse prior's log-determinant is ldB2 (module docstring).
-        log_marginal = jnp.sum(log_lik) - 0.5 * jnp.dot(grad, f) - factor.power_log_det(op)
+        factor = likelihood.factor_given(op, W, factor)  # the mode's factor, shared with its adjoint
+        # GPML eqs. 3.32 and 3.44: log q(y|X) = log p(y|f^) - 1/2 a^T f^ - 1/2 log|B|, where a = K^-1 f^ =
+        # grad log p(y|f^) at the mode (eq. 3.17); a sparse prior's log-determinant is ldB2 (module docstring).
+        log_marginal = jnp.sum(log_lik) - 0.5 * jnp.vdot(grad, f) - factor.power_log_det(op)
         return gaussian_posterior(
             op, factor, alpha=grad, mean=f, log_marginal=log_marginal,
             info=SolverInfo(num_steps=num_steps + start_steps, status=status, max_change=max_change),
             warm_start=lax.stop_gradient(a),
         )
 
-    def _starts_in_float32(self, op):
+    def _starts_in_float32(self, op, likelihood):
         if op.dtype != jnp.float64:
             return False
-        if self.float32_start is None:  # on for a kernel's K from 512 cases (class docstring)
-            return MATRIX in op.capabilities and op.shape[0] >= _FLOAT32_START_MIN_CASES
+        if self.float32_start is None:  # on for a kernel's K from 512 cases, one latent function (class docstring)
+            return MATRIX in op.capabilities and op.shape[0] >= _FLOAT32_START_MIN_CASES and likelihood.num_latent == 1
         return self.float32_start
-
-    def _solve_softmax(self, K, likelihood, Y, init):
-        """GPML Algorithm 3.3 (see ``laplace_softmax``): the mode, the blocks E_c and M, and eq. 3.44."""
-        num_classes = likelihood.num_classes
-        if K.ndim == 3 and K.shape[0] != num_classes:
-            raise GPClassError(f"the PerClass kernel has {K.shape[0]} classes but the likelihood has {num_classes}.")
-        n = K.shape[-1]
-        psi = lambda a: softmax_psi(K, Y, a)
-        a0 = jnp.zeros((n, num_classes), dtype=K.dtype) if init is None else better_start(psi, init, K.dtype)
-        F, num_steps, status, a, max_change = softmax_mode(self, K, Y, a0)
-        pi = jax.nn.softmax(F, axis=1)
-        L, E, M = softmax_blocks(K, pi)
-        return SoftmaxPosterior(
-            alpha=Y - pi,
-            e_blocks=E,
-            chol_sum_e=M,
-            mean=F,
-            log_marginal=softmax_log_marginal(Y, F, K, L, E, M),
-            info=SolverInfo(num_steps=num_steps, status=status, max_change=max_change),
-            warm_start=lax.stop_gradient(a),
-        )
 
 
 _FLOAT32_START_MIN_CASES = 512
@@ -188,7 +166,7 @@ def _check_log_concave(likelihood):
 def _psi(op, likelihood, y, a):
     """Psi(a) = log p(y|K a) - 1/2 a^T K a  (GPML eq. 3.12 in the variable a = K^-1 f), and f = K a."""
     f = op.mv(a)
-    return jnp.sum(likelihood.log_prob(y, f)) - 0.5 * jnp.dot(a, f), f
+    return jnp.sum(likelihood.log_prob(y, f)) - 0.5 * jnp.vdot(a, f), f
 
 
 def _direction(op, likelihood, y, a, f):
@@ -203,9 +181,10 @@ def _direction(op, likelihood, y, a, f):
     the step-length test can trust.
     """
     log_lik, grad, W = likelihood.derivatives(y, f)
-    da = op.factor(W).solve_i_plus_wk(op, grad - a)
+    da = likelihood.newton_factor(op, W).solve_i_plus_wk(op, grad - a)
     scale = op.product_scale(a, f)
-    noise = jnp.finfo(op.dtype).eps * (jnp.sum(jnp.abs(log_lik)) + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * scale))
+    noise = jnp.finfo(op.dtype).eps * (jnp.sum(likelihood.log_prob_scale(y, f, log_lik))
+                                       + jnp.sum((jnp.abs(grad) + jnp.abs(a)) * scale))
     return da, noise
 
 
@@ -232,7 +211,7 @@ def _mode(method: Laplace, op, likelihood, y, a0):
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
     )
-    factor = op.factor(likelihood.derivatives(y, f)[2])
+    factor = likelihood.factor(op, likelihood.derivatives(y, f)[2])
     return f, steps, status, a, change, factor
 
 

@@ -91,6 +91,23 @@ class AbstractLikelihood(eqx.Module):
         log_p = self.log_prob(y[:, None, None], mean[:, None, None] + std[:, None, None] * z)
         return jnp.sum(half * jnp.sum(weights * density * log_p, axis=-1), axis=-1)
 
+    def factor(self, op, w: Float[Array, " n"]):
+        """The prior ``op``'s factorisation of I + W^1/2 K W^1/2 at this likelihood's curvature w (the third
+        output of :meth:`derivatives`): for one latent function W = diag(w), ``op.factor(w)``."""
+        return op.factor(w)
+
+    def newton_factor(self, op, w: Float[Array, " n"]):
+        """What a Newton step needs of :meth:`factor`: its solve with I + W K."""
+        return self.factor(op, w)
+
+    def factor_given(self, op, w: Float[Array, " n"], factor):
+        """:meth:`factor` when its value ``factor`` was computed already (``op.factor_given``)."""
+        return op.factor_given(w, factor)
+
+    def log_prob_scale(self, y, f, log_prob: Float[Array, " n"]) -> Float[Array, " n"]:
+        """A per-case bound on the magnitudes whose rounding enters ``log_prob(y, f)``: |log p| by default."""
+        return jnp.abs(log_prob)
+
     def derivatives(
         self, y: Float[Array, " n"], f: Float[Array, " n"]
     ) -> tuple[Float[Array, " n"], Float[Array, " n"], Float[Array, " n"]]:

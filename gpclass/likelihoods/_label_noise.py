@@ -21,8 +21,8 @@ class LabelNoise(AbstractLikelihood):
     """p(y|f) = epsilon + (1 - 2 epsilon) p_base(y|f)  (Kim & Ghahramani eq. 9 with p_base = Phi).
 
     ``epsilon`` in [0, 1/2) is the label-flip rate and a differentiable
-    hyperparameter (``gpc.fit`` keeps it in (0, 1/2) by a logit transform).  The likelihood is not log-concave (W = -d^2 log p / df^2
-    can be negative), so Laplace's method refuses it; EP handles it exactly
+    hyperparameter (``gpc.fit`` keeps it in (0, 1/2) by a logit transform).  The likelihood is not log-concave
+    (W = -d^2 log p / df^2 can be negative), so Laplace's method refuses it; EP handles it exactly
     through the closed-form mixture moments of :meth:`tilted_moments`.
     """
 

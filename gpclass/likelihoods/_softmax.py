@@ -11,15 +11,18 @@ from .._errors import error_if
 from .._exceptions import GPClassError
 from .._types import Array, Float
 from .._validation import Checks, check_class_labels
+from ._base import AbstractLikelihood
 
 
-class Softmax(eqx.Module):
+class Softmax(AbstractLikelihood):
     """p(y_i = c | f_i) = exp(f_i^c) / sum_c' exp(f_i^c')  (GPML eq. 3.34), C latent functions.
 
     Labels are integers 0..C-1 (``gpc.infer`` checks them and turns them into
     the 0/1 indicator matrix Y of shape (n, C)); latents are arrays F of shape
-    (n, C).  Only Laplace's method (GPML Algorithm 3.3) supports it.  For
-    C = 2 the model is binary logistic classification of f^0 - f^1.
+    (n, C).  Only Laplace's method (GPML Algorithm 3.3) supports it: its Newton
+    steps are the binary ones with W = diag(pi) - pi pi^T block-diagonal (eq. 3.38),
+    which the prior factorises (``op.class_factor``).  For C = 2 the model is binary
+    logistic classification of f^0 - f^1.
     """
 
     num_classes: int = eqx.field(static=True)
@@ -45,6 +48,30 @@ class Softmax(eqx.Module):
     def log_prob(self, Y: Float[Array, "n C"], F: Float[Array, "n C"]) -> Float[Array, " n"]:
         """log p(y_i|f_i) = y_i^T f_i - log sum_c exp f_i^c, per case (the terms of GPML eq. 3.35)."""
         return jnp.sum(Y * F, axis=-1) - logsumexp(F, axis=-1)
+
+    def derivatives(self, Y: Float[Array, "n C"], F: Float[Array, "n C"]):
+        """(log p(y_i|f_i) per case, d log p / dF = Y - pi, and pi (n, C), which gives the block-diagonal
+        W = -d^2 log p / dF^2 = diag(pi) - pi pi^T case by case: GPML eqs. 3.36 and 3.38)."""
+        pi = jax.nn.softmax(F, axis=-1)
+        return self.log_prob(Y, F), Y - pi, pi
+
+    def factor(self, op, pi: Float[Array, "n C"]):
+        """The prior's factorisation of I + W K for the block-diagonal W at pi (``op.class_factor``)."""
+        return op.class_factor(pi)
+
+    def newton_factor(self, op, pi: Float[Array, "n C"]):
+        return op.class_solver(pi)
+
+    def factor_given(self, op, pi: Float[Array, "n C"], factor):
+        return op.class_factor_given(pi, factor)
+
+    def log_prob_scale(self, Y, F, log_prob):
+        """|y_i^T f_i| + |log sum_c exp f_i^c|: the two terms of log p cancel for a confident case."""
+        return jnp.abs(jnp.sum(Y * F, axis=-1)) + jnp.abs(logsumexp(F, axis=-1))
+
+    def predictive_probability(self, mean, var):
+        raise GPClassError("Softmax predictive probabilities need the latent covariance across classes: use "
+                           "gpc.predict(posterior, X_test).")
 
     def monte_carlo_probability(
         self, mean: Float[Array, "m C"], cov: Float[Array, "m C C"], key: Array, num_samples: int

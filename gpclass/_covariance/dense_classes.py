@@ -1,0 +1,185 @@
+"""The exact prior's factorisation for the softmax's block-diagonal W (GPML section 3.5, Algorithm 3.3).
+
+The C latent functions have independent GP priors: K is block diagonal with
+blocks K_c (one shared n x n matrix, a :class:`~gpclass._covariance.DenseCovariance`,
+or a (C, n, n) stack, a ``PerClassCovariance``).  Latents are (n, C) arrays and W
+= diag(pi) - Pi Pi^T (eq. 3.38), held as pi (n, C).
+
+Newton's steps (``class_solver``) solve with I + W K by conjugate gradients:
+W = S^T S with S = (I - P P^T) D^1/2 (``_times_s``), so eq. 3.27's identity
+holds with S in place of W^1/2 and B = I + S K S^T, symmetric with eigenvalues
+>= 1, is applied by one product with K, with no factorisation per step.
+Section 3.5.1's factors are formed once, at the mode (``class_factor``), for
+log q (eq. 3.44), the adjoint of the mode and predictions:
+
+    E_c = D_c^1/2 (I + D_c^1/2 K_c D_c^1/2)^-1 D_c^1/2,   D_c = diag(pi^c),
+    (K + W^-1)^-1 = E - E R (sum_c E_c)^-1 R^T E            (eq. 3.47),
+
+C Cholesky factorisations of n x n matrices and one more for sum_c E_c, never
+a Cn x Cn factorisation; log|I + K W| has a hand-written reverse mode from the
+same factors (``_half_log_det_bwd``).
+"""
+
+import jax
+import jax.numpy as jnp
+
+from .. import _dense as dense
+from .._cg import conjugate_gradients
+from .._iterate import tolerance
+from .._linalg import factor_b, half_log_det, recomputed_in_reverse, sqrt_precision
+from .._types import Array, Float
+from ._base import AbstractFactor
+
+
+def softmax_blocks(K, pi: Float[Array, "n C"]):
+    """The factors of Algorithm 3.3, lines 5-10: (L, E, M) with L (C, n, n), E (C, n, n), M (n, n).
+
+    L_c = cholesky(I + D_c^1/2 K_c D_c^1/2), E_c = D_c^1/2 L_c^-T (L_c^-1 D_c^1/2),
+    M = cholesky(sum_c E_c).  E_c is formed by two triangular solves, which on
+    CPU is about a third faster than one solve and the product V^T V.
+    """
+    sqrt_d = sqrt_precision(pi)
+
+    def per_class(K_c, s):
+        L = factor_b(K_c, s)
+        V = dense.solve_triangular(L, jnp.diag(s), lower=True)
+        return L, s[:, None] * dense.solve_triangular(L, V, lower=True, trans=1)
+
+    L, E = jax.vmap(per_class, in_axes=(0 if K.ndim == 3 else None, 1))(K, sqrt_d)
+    M = dense.cholesky(jnp.sum(E, axis=0))
+    return L, E, M
+
+
+class ClassSolver(AbstractFactor):
+    """(I + W K)^-1 by conjugate gradients at pi (module docstring): what a Newton step needs, no factorisation."""
+
+    pi: Float[Array, "n C"]
+
+    def solve_i_plus_wk(self, op, v: Float[Array, "n C"]) -> Float[Array, "n C"]:
+        """(I + W K)^-1 v = v - S^T (I + S K S^T)^-1 S K v, the inner solve by conjugate gradients.
+
+        The identity is eq. 3.27's with W^1/2 replaced by S (W = S^T S, see ``_times_s``); a product
+        with B = I + S K S^T is one product with K (for a shared kernel, one n x n times n x C product
+        for all classes).  A Newton step's right-hand side vanishes at the mode, so the solve's relative
+        tolerance (1e-8 in float64, 1e-5 in float32) shrinks its error with the step.
+        """
+        p = jnp.sqrt(self.pi)
+        rhs = _times_s(p, op.mv(v))
+        x, _, _ = conjugate_gradients(lambda u: u + _times_s(p, op.mv(_times_s_transpose(p, u))), rhs,
+                                      tol=tolerance(None, v.dtype, 1e-8, 1e-5), max_steps=v.size)
+        return v - _times_s_transpose(p, x)
+
+    def half_log_det_b(self, op):
+        raise NotImplementedError("a Newton step's solver has no log-determinant: use op.class_factor(pi).")
+
+    def covariance(self, op):
+        raise NotImplementedError("the softmax posterior's covariance is not a sites' covariance.")
+
+
+class ClassFactor(AbstractFactor):
+    """The blocks of Algorithm 3.3 at pi: L_c, E_c (C x n x n) and M (n x n) (``softmax_blocks``)."""
+
+    pi: Float[Array, "n C"]
+    L: Float[Array, "C n n"]
+    E: Float[Array, "C n n"]
+    M: Float[Array, "n n"]
+
+    def solve_i_plus_wk(self, op, v: Float[Array, "n C"]) -> Float[Array, "n C"]:
+        """(I + W K)^-1 v = v - P K v, P = (K + W^-1)^-1 = E - E R M^-T M^-1 R^T E (eq. 3.47; Algorithm 3.3,
+        lines 11-13, with b = v): exact, O(C n^2)."""
+        c = jnp.einsum("cij,jc->ic", self.E, op.mv(v))  # E_c (K v)_c
+        s = dense.cho_solve(self.M, jnp.sum(c, axis=1))
+        return v - c + jnp.einsum("cij,j->ic", self.E, s)
+
+    def half_log_det_b(self, op) -> Float[Array, ""]:
+        """1/2 log|I + K W| from the blocks, its derivative flowing to K and pi directly (``half_log_det_softmax``)."""
+        return half_log_det_softmax(op.K, self.pi, self.L, self.E, self.M)
+
+    def covariance(self, op):
+        raise NotImplementedError("the softmax posterior's covariance is not a sites' covariance.")
+
+
+def class_factor(K, pi: Float[Array, "n C"]) -> ClassFactor:
+    """The blocks at pi, differentiable in K and pi."""
+    return ClassFactor(pi, *softmax_blocks(K, pi))
+
+
+def class_factor_given(K, pi: Float[Array, "n C"], factor: ClassFactor) -> ClassFactor:
+    """``class_factor(K, pi)`` whose values are ``factor``'s (computed at the mode): formed again, differentiably,
+    only in reverse mode and only when something differentiated depends on the blocks (``recomputed_in_reverse``)."""
+    blocks = recomputed_in_reverse(softmax_blocks, (factor.L, factor.E, factor.M), K, pi)
+    return ClassFactor(pi, *blocks)
+
+
+def _times_s(p, V: Float[Array, "n C"]) -> Float[Array, "n C"]:
+    """S V with S = (I - P P^T) D^1/2, p = sqrt(pi): per case, p_i * v_i - p_i (pi_i^T v_i).
+
+    P = D^-1/2 Pi has orthonormal columns (p_i^T p_i = sum_c pi_i^c = 1), so
+    I - P P^T is a projection and S^T S = D^1/2 (I - P P^T) D^1/2 = D - Pi Pi^T
+    = W (eq. 3.38): S is a square root of W that needs no factorisation.
+    """
+    X = p * V
+    return X - p * jnp.sum(p * X, axis=1, keepdims=True)
+
+
+def _times_s_transpose(p, V: Float[Array, "n C"]) -> Float[Array, "n C"]:
+    """S^T V = D^1/2 (I - P P^T) V."""
+    return p * (V - p * jnp.sum(p * V, axis=1, keepdims=True))
+
+
+def half_log_det_softmax(K, pi, L, E, M) -> Float[Array, ""]:
+    """1/2 log|I + K W(pi)| from the blocks at pi, with a hand-written reverse mode (see ``_half_log_det_bwd``).
+
+    The blocks receive no cotangent (``stop_gradient``): the derivative flows
+    to K and pi directly, and no reverse mode runs through the C + 1
+    factorisations and 2 C triangular solves that formed them.
+    """
+    return _half_log_det(K, pi, *jax.lax.stop_gradient((L, E, M)))
+
+
+@jax.custom_vjp
+def _half_log_det(K, pi, L, E, M):
+    return jnp.sum(jax.vmap(half_log_det)(L)) + half_log_det(M)
+
+
+def _half_log_det_fwd(K, pi, L, E, M):
+    return _half_log_det(K, pi, L, E, M), (K, pi, L, E, M)
+
+
+def _stacked_solve(M, blocks):
+    """M^-1 X_c for every block X_c of a (C, n, n) stack, as one triangular solve with C n right-hand sides."""
+    C, n, _ = blocks.shape
+    solved = dense.solve_triangular(M, blocks.transpose(1, 0, 2).reshape(n, C * n), lower=True)
+    return solved.reshape(n, C, n).transpose(1, 0, 2)
+
+
+def _half_log_det_bwd(residuals, g):
+    """Reverse mode of Phi = 1/2 log|I + K W|: dPhi = 1/2 tr((I + K W)^-1 (dK W + K dW)).
+
+    dK: the block-diagonal part of W (I + K W)^-1 = (K + W^-1)^-1, whose block
+    c is E_c - E_c M^-1 E_c (eq. 3.47), so K_bar_c = 1/2 (E_c - G_c^T G_c) with
+    G_c = L_M^-1 E_c (summed over classes for a shared K).
+
+    dW: (I + K W)^-1 K = Sigma = (K^-1 + W)^-1, the covariance of q, and
+    dW_i = diag(dpi_i) - dpi_i pi_i^T - pi_i dpi_i^T case by case, so
+    pi_bar_i = 1/2 (diag(Sigma_ii) - 2 Sigma_ii pi_i) with the C x C blocks
+    Sigma_ii^cc' = delta_cc' (K_c - K_c E_c K_c)_ii + (K_c E_c M^-1 E_c' K_c')_ii
+    (eq. 3.47 again), the last term row by row from Z_c = L_M^-1 E_c K_c.
+    """
+    K, pi, L, E, M = residuals
+    shared = K.ndim == 2
+    G = _stacked_solve(M, E)
+    EK = jnp.einsum("cij,jk->cik", E, K) if shared else jnp.einsum("cij,cjk->cik", E, K)
+    Z = _stacked_solve(M, EK)
+    prior_var = jnp.diagonal(K)[:, None] if shared else jnp.diagonal(K, axis1=1, axis2=2).T
+    kek = jnp.einsum("ji,cji->ic", K, EK) if shared else jnp.einsum("cji,cji->ic", K, EK)
+    sigma = jnp.einsum("cji,dji->icd", Z, Z) + jax.vmap(jnp.diag)(prior_var - kek)
+    pi_bar = 0.5 * g * (jnp.diagonal(sigma, axis1=1, axis2=2) - 2.0 * jnp.einsum("icd,id->ic", sigma, pi))
+    if shared:
+        K_bar = 0.5 * g * (jnp.sum(E, axis=0) - jnp.einsum("cji,cjk->ik", G, G))
+    else:
+        K_bar = 0.5 * g * (E - jnp.einsum("cji,cjk->cik", G, G))
+    return K_bar, pi_bar, jnp.zeros_like(L), jnp.zeros_like(E), jnp.zeros_like(M)
+
+
+_half_log_det.defvjp(_half_log_det_fwd, _half_log_det_bwd)
