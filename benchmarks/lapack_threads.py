@@ -15,12 +15,10 @@ have stopped spinning before the other is timed):
   log Z (n = 300, 600, probit) and KL's bound (n = 300, probit): usps35, SE
   kernel at GPML's log l = 2.85, log sigma_f = 2.35, compiled with ``gpc.jit``.
 
-"One thread" is what gpclass does by itself on a machine with at most two
-cores (``gpclass._threads``); "default threads" is the process's BLAS threads
-left as they are (the automatic limit switched off, as after
-``gpc.limit_lapack_threads(None)``; the benchmark switches it back and forth
-through the module's state).  The kernels outside gpclass's programs
-(the mechanism, Cholesky, solve) are limited with threadpoolctl.  "Busy":
+"One thread" is what ``gpc.limit_lapack_threads(1)`` sets (gpclass did it by itself
+on machines with at most two cores until it became the user's choice:
+``gpclass._threads``); "default threads" is the process's BLAS threads left as
+they are.  Both are set with threadpoolctl around each call.  "Busy":
 ``--hogs`` other processes running for the whole measurement, each either
 factorising 800 x 800 matrices with NumPy in a loop (``--hog blas``: another
 scientific job, with its own multi-threaded OpenBLAS) or spinning a pure Python
@@ -42,7 +40,6 @@ import threadpoolctl  # noqa: E402
 from harness import machine_header, write_results  # noqa: E402
 
 import gpclass as gpc  # noqa: E402
-from gpclass import _threads  # noqa: E402
 
 HOGS = {
     "blas": "import numpy as np\nA = np.random.rand(800, 800)\nA = A @ A.T + 800 * np.eye(800)\n"
@@ -99,9 +96,9 @@ def workloads():
 
 
 def call(fn, gpclass_program, threads, default):
-    """Seconds of one call with ``threads`` BLAS threads (1: gpclass's automatic limit for its programs)."""
-    _threads._State.user_control = threads != 1  # gpclass's automatic limit on or off (its programs only)
-    with threadpoolctl.threadpool_limits(default if gpclass_program else threads, user_api="blas"):
+    """Seconds of one call with ``threads`` BLAS threads (``gpclass_program``: whether it is one of gpclass's,
+    kept for the record's layout)."""
+    with threadpoolctl.threadpool_limits(threads, user_api="blas"):
         start = time.perf_counter()
         jax.block_until_ready(fn())
         return time.perf_counter() - start

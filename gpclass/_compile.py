@@ -36,8 +36,7 @@ compiled on its own, so a call made while another transformation traces (an
 outer ``jit``, ``grad``, ``vmap``) uses the same function jitted without them.
 
 The library's entry points (:func:`gpclass.infer`, :func:`gpclass.fit`, ...)
-are compiled this way, and on machines with at most two cores each call runs
-with one BLAS thread (``gpclass._threads``) and waits for its results.  Inside
+are compiled this way and dispatched asynchronously, as JAX's own.  Inside
 a user's own ``jax.jit`` they are inlined and the outer program's options
 apply: wrap such code in :func:`gpclass.jit` (the same arguments as
 ``jax.jit``) to compile it with these options too.
@@ -53,7 +52,6 @@ import jax.numpy as jnp
 
 from ._exceptions import as_gpclass_error
 from ._jax_compat import top_level
-from ._threads import one_blas_thread_per_call
 
 _CPU_OPTIONS = {
     "xla_cpu_use_fusion_emitters": False,
@@ -109,10 +107,7 @@ class _Deferred:
         if fn is self._plain:
             return fn(*args, **kwargs)
         try:
-            with one_blas_thread_per_call() as limited:  # on machines with at most two cores (gpclass._threads)
-                out = fn(*args, **kwargs)
-                if limited:  # the limit holds until the results are computed
-                    out = jax.block_until_ready(out)
+            out = fn(*args, **kwargs)
         except Exception as e:  # a failed gpclass check, reported by JAX with its message buried: raise it plainly
             error = as_gpclass_error(e)
             if error is None or error is e:
@@ -134,9 +129,7 @@ def jit(fun=None, /, **jit_kwargs):
     the same program and results, compiled faster on CPU, and a failed
     gpclass check raises a :class:`gpclass.GPClassError` with its message
     (``jax.jit`` reports it as JAX's ``JaxRuntimeError``).  Options given in
-    ``compiler_options`` are added to (and override) gpclass's.  On a machine
-    with at most two cores a call runs with one BLAS thread and returns once
-    its results are computed (``gpclass._threads``).
+    ``compiler_options`` are added to (and override) gpclass's.
     """
     if fun is None:
         return functools.partial(jit, **jit_kwargs)
