@@ -17,11 +17,17 @@ its checks with the caller's.  A check made anywhere else
 transformation traces the entry point) raises through ``eqx.branched_error_if``
 as before: only a check at the top level of the entry point's own trace is
 returned, which the identity of JAX's current trace decides.
+
+Equinox's ``EQX_ON_ERROR`` (``nan``, ``breakpoint``, ``off``; read when the
+process imports equinox) is honoured by every check: unless it is ``raise``
+(the default), no check is returned, so each goes through
+``eqx.branched_error_if``, which returns NaN, opens the debugger or does nothing.
 """
 
 import contextvars
 import functools
 import inspect
+import os
 from typing import NamedTuple
 
 import equinox as eqx
@@ -33,6 +39,8 @@ from ._compile import filter_jit
 from ._exceptions import GPClassError, register_messages
 from ._jax_compat import current_trace as _current_trace
 from ._jax_compat import top_level
+
+_ON_ERROR = os.environ.get("EQX_ON_ERROR", "raise")  # as equinox reads it, once per process
 
 
 class _Returned(NamedTuple):
@@ -47,7 +55,10 @@ _RETURNED: contextvars.ContextVar[_Returned | None] = contextvars.ContextVar("gp
 
 
 def _returning_here() -> _Returned | None:
-    """The checks being returned, if an entry point that returns them is tracing at this very level."""
+    """The checks being returned, if an entry point that returns them is tracing at this very level (never
+    unless failed checks raise: ``EQX_ON_ERROR``, module docstring)."""
+    if _ON_ERROR != "raise":
+        return None
     returned = _RETURNED.get()
     return returned if returned is not None and _current_trace() is returned.trace else None
 

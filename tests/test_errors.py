@@ -96,3 +96,30 @@ def test_compilation_cache_is_reused_by_a_new_process(tmp_path):
     assert hits_first == "0" and any(tmp_path.iterdir())
     hits_second, value_second = run()
     assert int(hits_second) >= 1 and value_second == value_first
+
+
+ON_ERROR_CHILD = textwrap.dedent(
+    """
+    import numpy as np
+    import gpclass as gpc
+    X = np.linspace(-1.0, 1.0, 8)[:, None]
+    y = np.array([1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, 0.5])  # 0.5 is not a label
+    try:
+        post = gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 1.0), gpc.likelihoods.Logistic(), X, y)
+        print("result", float(post.log_marginal))
+    except gpc.GPClassError as error:
+        print("raised", type(error).__name__)
+    """
+)
+
+
+@pytest.mark.parametrize("on_error, expected", [("raise", ["raised", "GPClassError"]), ("nan", ["result", "nan"])])
+def test_eqx_on_error_holds_for_a_top_level_call(on_error, expected):
+    """Equinox's EQX_ON_ERROR decides what a failed check does at every entry point: a top-level gpc.infer used
+    to raise from Python whatever it said."""
+    import os
+
+    env = {**os.environ, "EQX_ON_ERROR": on_error}
+    out = subprocess.run([sys.executable, "-c", ON_ERROR_CHILD], capture_output=True, text=True, check=True,
+                         timeout=120, env=env).stdout.split()
+    assert out == expected
