@@ -18,7 +18,22 @@ from . import dense_classes
 from ._base import BOUND, CLASSES, MATRIX, PRIOR, AbstractCovariance, AbstractFactor, AbstractSitesCovariance
 
 
-class DenseCovariance(AbstractCovariance):
+class _SoftmaxFactorisations:
+    """The softmax's factorisations of a Gram matrix K, shared or one per class (``dense_classes``)."""
+
+    def class_factor(self, pi):
+        """GPML Algorithm 3.3's blocks at pi."""
+        return dense_classes.class_factor(self.K, pi)
+
+    def class_solver(self, pi):
+        """Conjugate gradients on products with K (``dense_classes.ClassSolver``): no factorisation per step."""
+        return dense_classes.ClassSolver(pi)
+
+    def class_factor_given(self, pi, factor):
+        return dense_classes.class_factor_given(self.K, pi, factor)
+
+
+class DenseCovariance(_SoftmaxFactorisations, AbstractCovariance):
     """K, the n x n Gram matrix of a kernel on the training inputs."""
 
     K: Float[Array, "n n"]
@@ -57,17 +72,6 @@ class DenseCovariance(AbstractCovariance):
         only when something differentiated depends on L itself (``_linalg.factor_b_given``)."""
         sqrt_w = sqrt_precision(w)
         return DenseFactor(w=w, sqrt_w=sqrt_w, chol=factor_b_given(self.K, sqrt_w, factor.chol))
-
-    def class_factor(self, pi):
-        """GPML Algorithm 3.3's blocks at pi (``dense_classes``)."""
-        return dense_classes.class_factor(self.K, pi)
-
-    def class_solver(self, pi):
-        """Conjugate gradients on products with K (``dense_classes.ClassSolver``): no factorisation per step."""
-        return dense_classes.ClassSolver(pi)
-
-    def class_factor_given(self, pi, factor):
-        return dense_classes.class_factor_given(self.K, pi, factor)
 
 
 class DenseFactor(AbstractFactor):
@@ -133,7 +137,7 @@ class DenseSitesCovariance(AbstractSitesCovariance):
         return self.K - self.Vt @ self.Vt.T if self.Sigma is None else self.Sigma
 
 
-class PerClassCovariance(AbstractCovariance):
+class PerClassCovariance(_SoftmaxFactorisations, AbstractCovariance):
     """C blocks K_c (C x n x n), one per latent function: the prior of a softmax model with a PerClass kernel.
 
     Its products act on (n, C) arrays, class by class; it has no factorisation
@@ -180,12 +184,3 @@ class PerClassCovariance(AbstractCovariance):
             raise GPClassError(f"the PerClass kernel has {self.K.shape[0]} classes but the likelihood has "
                                f"{num_latent}.")
 
-    def class_factor(self, pi):
-        """GPML Algorithm 3.3's blocks at pi, one K_c per class (``dense_classes``)."""
-        return dense_classes.class_factor(self.K, pi)
-
-    def class_solver(self, pi):
-        return dense_classes.ClassSolver(pi)
-
-    def class_factor_given(self, pi, factor):
-        return dense_classes.class_factor_given(self.K, pi, factor)
