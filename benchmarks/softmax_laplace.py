@@ -256,7 +256,7 @@ def section_usps10(args, record):
             steps[i, j] = int(post.info.num_steps)
             if not bool(post.info.converged):
                 print(f"  (log l {log_l}, log sf {log_sf}): Newton did NOT converge")
-            p = predict_in_batches(post, Xte, approximation="mean_field")
+            p = predict_in_batches(post, Xte, integrator=gpc.integrators.MeanField())
             error[i, j] = float(gpc.metrics.error_rate(yte, p))
             info[i, j] = float(gpc.metrics.information_bits(yte, p, ytr))
             print(
@@ -267,7 +267,7 @@ def section_usps10(args, record):
     i, j = np.unravel_index(np.nanargmax(grid), grid.shape)
     best = dict(log_l=float(log_ls[j]), log_sf=float(log_sfs[i]), log_marginal=float(grid[i, j]))
     post = solve(jnp.array([log_ls[j], log_sfs[i]]), jnp.zeros((len(ytr), 10)))
-    p_mc = predict_in_batches(post, Xte, key=jax.random.key(0), num_samples=args.mc_samples)
+    p_mc = predict_in_batches(post, Xte, key=jax.random.key(0), integrator=gpc.integrators.MonteCarlo(args.mc_samples))
     best["test_error_mc"] = float(gpc.metrics.error_rate(yte, p_mc))
     best["info_mc"] = float(gpc.metrics.information_bits(yte, p_mc, ytr))
     best["test_error_mean_field"], best["info_mean_field"] = float(error[i, j]), float(info[i, j])
@@ -290,7 +290,8 @@ def section_usps10(args, record):
         fitted = gpc.fit(gpc.Laplace(), se(log_ls[j], log_sfs[i]), lik, Xtr_j, ytr_j)
         jax.block_until_ready(fitted.objective)
         k = fitted.kernel
-        p_fit = predict_in_batches(fitted.posterior, Xte, key=jax.random.key(1), num_samples=args.mc_samples)
+        p_fit = predict_in_batches(fitted.posterior, Xte, key=jax.random.key(1),
+                                   integrator=gpc.integrators.MonteCarlo(args.mc_samples))
         result["ml2"] = dict(
             log_l=float(jnp.log(k.lengthscale)), log_sf=float(0.5 * jnp.log(k.variance)),
             log_marginal=float(fitted.objective), steps=int(fitted.num_steps), converged=bool(fitted.converged),
@@ -375,7 +376,8 @@ def section_uci(args, record):
             t_fit = now() - t0
             print(f"  {label}: fit {t_fit:.1f} s (compile {t_compile:.1f} s), {int(fitted.num_steps)} L-BFGS steps, "
                   f"log q {float(fitted.objective):.2f}", flush=True)
-            p = predict_in_batches(fitted.posterior, Xte, key=jax.random.key(0), num_samples=args.mc_samples)
+            p = predict_in_batches(fitted.posterior, Xte, key=jax.random.key(0),
+                                   integrator=gpc.integrators.MonteCarlo(args.mc_samples))
             rows[label] = dict(
                 error=float(gpc.metrics.error_rate(yte, p)), info=float(gpc.metrics.information_bits(yte, p, ytr)),
                 log_marginal=float(fitted.objective), steps=int(fitted.num_steps), converged=bool(fitted.converged),

@@ -45,7 +45,8 @@ def scores(post, X_test, y_test, y_train, samples, batch=500):
     """Test error and information (bits) of Monte Carlo predictions, batch by batch."""
     key = jax.random.key(0)
     p = np.concatenate([
-        np.asarray(gpc.predict(post, X_test[s:s + batch], key=jax.random.fold_in(key, s), num_samples=samples))
+        np.asarray(gpc.predict(post, X_test[s:s + batch], key=jax.random.fold_in(key, s),
+                               integrator=gpc.integrators.MonteCarlo(samples)))
         for s in range(0, len(X_test), batch)
     ])
     return float(gpc.metrics.error_rate(y_test, p)), float(gpc.metrics.information_bits(y_test, p, y_train))

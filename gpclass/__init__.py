@@ -8,7 +8,7 @@ The public API is what this module re-exports::
     p = gpc.predict(posterior, X_test)
 """
 
-from . import datasets, kernels, likelihoods, metrics, plot, priors, samplers
+from . import datasets, integrators, kernels, likelihoods, metrics, plot, priors, samplers
 from ._bound import variational_bound
 from ._compile import compiler_options, enable_compilation_cache, filter_jit, jit
 from ._em_ep import EMEPResult, fit_em_ep
@@ -73,6 +73,7 @@ __all__ = [
     "Status",
     "compiler_options",
     "datasets",
+    "integrators",
     "enable_compilation_cache",
     "filter_jit",
     "fit",

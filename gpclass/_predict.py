@@ -6,6 +6,7 @@ from ._exceptions import GPClassError
 from ._inference._posterior import AbstractPosterior
 from ._types import Array, Float
 from ._validation import check_inputs
+from .integrators import AbstractIntegrator
 
 
 @entry_point
@@ -54,36 +55,49 @@ def predict(
     posterior: AbstractPosterior,
     X_test,
     *,
-    approximation: str | None = None,
+    integrator: AbstractIntegrator | None = None,
     key: Array | None = None,
-    num_samples: int = 10_000,
+    approximation=None,
 ) -> Float[Array, " m"] | Float[Array, "m C"]:
     """Class probabilities: the likelihood averaged over the latent predictive distribution.
 
-    Binary posteriors return p(y* = +1 | x*) of shape (m,) (GPML eq. 3.25):
+    ``integrator`` (a :mod:`gpclass.integrators` strategy) says how; ``None`` takes the likelihood's own
+    (``likelihood.integrator``).
 
-    * ``approximation=None`` (default) averages accurately (exact for the
-      probit; quadrature accurate to ~1e-12 for the logistic at every latent
-      variance);
-    * ``"mackay"`` uses sigma(kappa(s^2) mean) (Gibbs & MacKay eq. 23), meant
-      for the logistic likelihood.
+    Binary posteriors return p(y* = +1 | x*) of shape (m,) (GPML eq. 3.25): by default
+    :class:`~gpclass.integrators.Exact` (exact for the probit; quadrature accurate to ~1e-12 for the
+    logistic at every latent variance); :class:`~gpclass.integrators.MacKay` uses sigma(kappa(s^2) mean)
+    (Gibbs & MacKay eq. 23), meant for the logistic likelihood.
 
-    Sample posteriors (MCMC, AIS) average p(y* = +1 | f_s) over the samples,
-    each integrated over p(f*|f_s) as for a Gaussian posterior (Kuss &
-    Rasmussen section 6.1; ``approximation`` as above).
-
-    ``key`` and ``num_samples`` are not used by binary posteriors.
+    Sample posteriors (MCMC, AIS) average p(y* = +1 | f_s) over the samples, each integrated over
+    p(f*|f_s) as for a Gaussian posterior (Kuss & Rasmussen section 6.1).
 
     Softmax posteriors (and a softmax :class:`gpclass.SVGP`) return E[softmax(f*)] of shape (m, C), rows
-    summing to one:
+    summing to one: by default :class:`~gpclass.integrators.MonteCarlo` (GPML Algorithm 3.4; 10 000 draws,
+    standard error at most 0.5 / sqrt(num_samples)), which needs an explicit PRNG ``key``;
+    :class:`~gpclass.integrators.MeanField` is a deterministic approximation using the full latent
+    covariance (for C = 2, MacKay's).
 
-    * ``approximation=None`` or ``"monte_carlo"``: the average over
-      ``num_samples`` draws of f* from its Gaussian (GPML Algorithm 3.4); needs
-      an explicit PRNG ``key``.  Standard error at most 0.5 / sqrt(num_samples).
-    * ``"mean_field"``: a deterministic approximation using the full latent
-      covariance (see ``Softmax.mean_field_probability``); for C = 2 it is
-      MacKay's approximation.
+    Example::
 
+        p = gpc.predict(post, X_test)                                              # binary: exact average
+        p = gpc.predict(post, X_test, integrator=gpc.integrators.MacKay())
+        p = gpc.predict(softmax_post, X_test, key=jax.random.key(0))               # Monte Carlo
+        p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MeanField())
+
+    ``approximation`` (strings) is gone: it raises, naming the integrator that replaces it.
     Also ``posterior.predict(X_test, ...)``.
     """
-    return posterior._probability(_check_test_inputs(posterior, X_test), approximation, key, num_samples)
+    if approximation is not None:
+        replacement = _REPLACEMENTS.get(approximation, "an object of gpc.integrators")
+        raise GPClassError(f"predict(approximation={approximation!r}) is now predict(integrator={replacement}).")
+    if integrator is None:
+        integrator = posterior.likelihood.integrator
+    if not isinstance(integrator, AbstractIntegrator):
+        raise GPClassError(f"integrator must be one of gpc.integrators (Exact(), MacKay(), MonteCarlo(), "
+                           f"MeanField()); got {integrator!r}.")
+    return posterior._probability(_check_test_inputs(posterior, X_test), integrator, key)
+
+
+_REPLACEMENTS = {"mackay": "gpc.integrators.MacKay()", "mean_field": "gpc.integrators.MeanField()",
+                 "monte_carlo": "gpc.integrators.MonteCarlo(num_samples)"}

@@ -25,6 +25,8 @@ from ._compile import jit as _jit
 from ._inference import infer as _infer
 from ._predict import predict as _predict
 from ._status import Status as _Status
+from .integrators import MeanField as _MeanField
+from .integrators import MonteCarlo as _MonteCarlo
 from .kernels import SquaredExponential as _SquaredExponential
 
 __all__ = [
@@ -163,7 +165,7 @@ def decision_contours(posterior, X, y, ax=None, resolution: int = 100, margin: f
     boundary is 0.5); cases with ``y > 0`` as crosses, the others as circles. Softmax posteriors: each
     point coloured by its most probable class, shaded by that class's probability, the lines where the
     top probability is 0.5, 0.7 and 0.9, and the cases coloured by class (labels 0..C-1). Class
-    probabilities of a softmax posterior are deterministic (``approximation="mean_field"``) unless a
+    probabilities of a softmax posterior are deterministic (``gpc.integrators.MeanField()``) unless a
     ``key`` is given (Monte Carlo with ``num_samples`` draws, as :func:`gpclass.predict`).
 
     The grid covers X's range widened by ``margin`` of it on each side, ``resolution`` points a side.
@@ -189,9 +191,9 @@ def decision_contours(posterior, X, y, ax=None, resolution: int = 100, margin: f
         ax.scatter(X[~pos, 0], X[~pos, 1], marker="o", facecolors="none", edgecolors="C0", label="y = -1")
     else:
         if key is None:
-            p = _predict(posterior, grid, approximation="mean_field")
+            p = _predict(posterior, grid, integrator=_MeanField())
         else:
-            p = _predict(posterior, grid, key=key, num_samples=num_samples)
+            p = _predict(posterior, grid, key=key, integrator=_MonteCarlo(num_samples))
         p = np.asarray(p).reshape(*g0.shape, num_classes)
         top, cls = p.max(axis=-1), p.argmax(axis=-1)
         colours = [f"C{c % 10}" for c in range(num_classes)]

@@ -7,7 +7,7 @@ import pytest
 
 import gpclass as gpc
 
-PUBLIC_MODULES = {"datasets", "kernels", "likelihoods", "metrics", "plot", "priors", "samplers"}
+PUBLIC_MODULES = {"datasets", "integrators", "kernels", "likelihoods", "metrics", "plot", "priors", "samplers"}
 
 
 # Imported by the user only (they need an optional dependency): present in the namespace once imported.

@@ -69,8 +69,8 @@ def laplace_softmax(kernel, X, y):
 @gpc.jit
 def predict(posterior, X_test):
     """Binary: (p, mean, var); softmax: (mean-field p, mean, cov)."""
-    approximation = "mean_field" if isinstance(posterior, gpc.SoftmaxPosterior) else None
-    return (gpc.predict(posterior, X_test, approximation=approximation), *gpc.predict_latent(posterior, X_test))
+    integrator = gpc.integrators.MeanField() if isinstance(posterior, gpc.SoftmaxPosterior) else None
+    return (gpc.predict(posterior, X_test, integrator=integrator), *gpc.predict_latent(posterior, X_test))
 
 
 @gpc.jit
@@ -348,7 +348,7 @@ def test_empty_test_inputs_give_empty_predictions():
     post = laplace(SE, X, Y)
     p, mean, var = predict(post, empty)
     assert p.shape == mean.shape == var.shape == (0,) and p.dtype == jnp.float64
-    assert gpc.predict(post, empty, approximation="mackay").shape == (0,)
+    assert gpc.predict(post, empty, integrator=gpc.integrators.MacKay()).shape == (0,)
     p, mean, cov = predict(laplace_softmax(SE, X, np.array([0.0, 1.0, 2.0])), empty)
     assert (p.shape, mean.shape, cov.shape) == ((0, 3), (0, 3), (0, 3, 3))
     with pytest.raises(ValueError, match="X_test has 3 input dimensions"):

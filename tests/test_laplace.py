@@ -406,8 +406,14 @@ def test_prediction_input_checks(ionosphere_small):
         gpc.predict(post, X[:, :3])
     with pytest.raises(ValueError, match="approximation"):
         gpc.predict(post, X, approximation="probit")
+    with pytest.raises(ValueError, match=r"integrator=gpc.integrators.MacKay\(\)"):
+        gpc.predict(post, X, approximation="mackay")  # the strings are gone; the message names the replacement
+    with pytest.raises(ValueError, match="integrator must be one of gpc.integrators"):
+        gpc.predict(post, X, integrator="mackay")
+    with pytest.raises(ValueError, match="averages a multi-class likelihood"):
+        gpc.predict(post, X, integrator=gpc.integrators.MonteCarlo())
     np.testing.assert_allclose(
-        gpc.predict(post, X_test, approximation="mackay"),
+        gpc.predict(post, X_test, integrator=gpc.integrators.MacKay()),
         jit_call(gpc.mackay_probability, *gpc.predict_latent(post, X_test)),
     )
     assert eqx.is_array(post.chol)

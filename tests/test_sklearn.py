@@ -168,7 +168,8 @@ def test_softmax_monte_carlo(three_classes, fixed_softmax):
     X, y = three_classes
     clf = fixed_softmax
     X_test = X + 0.5
-    reference = np.asarray(gpc.predict(clf.posterior_, X_test, key=jax.random.key(0), num_samples=20_000))
+    reference = np.asarray(gpc.predict(clf.posterior_, X_test, key=jax.random.key(0),
+                                       integrator=gpc.integrators.MonteCarlo(20_000)))
     # standard errors at most 0.5 / sqrt(2000) and 0.5 / sqrt(20000), 0.012 together (measured: 0.005)
     np.testing.assert_allclose(clf.predict_proba(X_test), reference, rtol=0, atol=0.025)
     again = GaussianProcessClassifier(optimize=False, random_state=0).fit(X, y)

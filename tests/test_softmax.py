@@ -209,10 +209,10 @@ def two_class_and_binary(theta, X, y, X_test, key):
         binary_grad=binary_grad,
         multi_latent=gpc.predict_latent(multi, X_test),
         binary_latent=gpc.predict_latent(binary, X_test),
-        multi_mc=gpc.predict(multi, X_test, key=key, num_samples=40_000),
-        multi_mean_field=gpc.predict(multi, X_test, approximation="mean_field"),
+        multi_mc=gpc.predict(multi, X_test, key=key, integrator=gpc.integrators.MonteCarlo(40_000)),
+        multi_mean_field=gpc.predict(multi, X_test, integrator=gpc.integrators.MeanField()),
         binary_exact=gpc.predict(binary, X_test),
-        binary_mackay=gpc.predict(binary, X_test, approximation="mackay"),
+        binary_mackay=gpc.predict(binary, X_test, integrator=gpc.integrators.MacKay()),
     )
 
 
@@ -280,8 +280,8 @@ def test_class_probabilities_against_quadrature(vehicle_small):
     X_test = vehicle_test_inputs()  # the latent test's inputs: its compiled predict_latent
     mean, cov = (np.asarray(a) for a in gpc.predict_latent(post, X_test))
     truth = np.stack([gauss_hermite_softmax(m, s) for m, s in zip(mean, cov)])
-    mc = gpc.predict(post, X_test, key=jax.random.key(1), num_samples=40_000)
-    mean_field = gpc.predict(post, X_test, approximation="mean_field")
+    mc = gpc.predict(post, X_test, key=jax.random.key(1), integrator=gpc.integrators.MonteCarlo(40_000))
+    mean_field = gpc.predict(post, X_test, integrator=gpc.integrators.MeanField())
     np.testing.assert_allclose(mc, truth, atol=0.01)  # 4 standard errors
     # The mean-field approximation is cruder (latent variances up to 8 here; measured error 0.053):
     # it must beat ignoring the latent uncertainty (softmax of the mean: error 0.16).
@@ -290,7 +290,7 @@ def test_class_probabilities_against_quadrature(vehicle_small):
     for p in (mc, mean_field):
         assert p.shape == (len(X_test), C)
         np.testing.assert_allclose(np.sum(p, axis=1), 1.0, rtol=1e-12)
-    again = gpc.predict(post, X_test, key=jax.random.key(1), num_samples=40_000)
+    again = gpc.predict(post, X_test, key=jax.random.key(1), integrator=gpc.integrators.MonteCarlo(40_000))
     np.testing.assert_array_equal(mc, again)  # an explicit key makes it reproducible
 
 

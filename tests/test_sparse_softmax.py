@@ -109,7 +109,7 @@ def test_mode_log_q_and_predictions_equal_the_dense_sparse_model(approximation):
     pi = softmax(np.asarray(dense.mean))
     np.testing.assert_allclose(mean, Q_cross @ (Y_ONE_HOT - pi), atol=1e-12)
     np.testing.assert_allclose(cov, expected_cov, atol=1e-12)
-    p = np.asarray(gpc.predict(post, X_test, approximation="mean_field"))
+    p = np.asarray(gpc.predict(post, X_test, integrator=gpc.integrators.MeanField()))
     np.testing.assert_allclose(np.sum(p, axis=1), 1.0, rtol=1e-12)
 
 

@@ -206,8 +206,8 @@ def test_natural_gradient_steps_reach_a_stationary_point(estimator, tolerance):
 @gpc.filter_jit
 def monte_carlo_and_mean_field(model, X, key):
     """Class probabilities by Monte Carlo (1000 draws) and by the mean-field approximation: one program."""
-    return (gpc.predict(model, X, key=key, num_samples=1000),
-            gpc.predict(model, X, approximation="mean_field"))
+    return (gpc.predict(model, X, key=key, integrator=gpc.integrators.MonteCarlo(1000)),
+            gpc.predict(model, X, integrator=gpc.integrators.MeanField()))
 
 
 def test_training_on_vehicle_raises_the_elbo_and_predicts_well():
@@ -267,5 +267,5 @@ def test_bad_input_is_a_clear_error():
         gpc.SVGP.at_prior(KERNEL, SOFTMAX, X[:4], estimator="quadrature")
     with pytest.raises(ValueError, match="explicit key"):
         gpc.predict(model, X)
-    with pytest.raises(ValueError, match="approximation must be"):
-        gpc.predict(model, X, approximation="mackay")
+    with pytest.raises(ValueError, match="averages a binary likelihood"):
+        gpc.predict(model, X, integrator=gpc.integrators.MacKay())

@@ -278,7 +278,7 @@ def test_gradient_matches_finite_differences(name, lik, log_v, ionosphere_small)
 def predictions(post, X_test):
     """The latent moments and p(y = +1) by quadrature and by MacKay's approximation at X_test: one program."""
     mean, var = gpc.predict_latent(post, X_test)
-    return mean, var, gpc.predict(post, X_test), gpc.predict(post, X_test, approximation="mackay")
+    return mean, var, gpc.predict(post, X_test), gpc.predict(post, X_test, integrator=gpc.integrators.MacKay())
 
 
 def test_predictions_match_gibbs_mackay_eqs_17_18_and_26(ionosphere_small):

@@ -31,7 +31,7 @@ from .._linalg import latent_variance_reduction
 from .._status import Status
 from .._types import Array, Bool, Float, Int
 from ..kernels import AbstractKernel
-from ..likelihoods import AbstractLikelihood, mackay_probability
+from ..likelihoods import AbstractLikelihood
 
 
 class SolverInfo(eqx.Module):
@@ -94,12 +94,11 @@ class AbstractPosterior(eqx.Module):
 
         return predict_latent(self, X_test)
 
-    def predict(self, X_test, *, approximation: str | None = None, key: Array | None = None,
-                num_samples: int = 10_000):
+    def predict(self, X_test, *, integrator=None, key: Array | None = None, approximation=None):
         """Class probabilities at ``X_test``: :func:`gpclass.predict` (checked, compiled)."""
         from .._predict import predict
 
-        return predict(self, X_test, approximation=approximation, key=key, num_samples=num_samples)
+        return predict(self, X_test, integrator=integrator, key=key, approximation=approximation)
 
     def conditioned(self, kernel, likelihood, X):
         """This posterior with the prior, the likelihood and the training inputs set (a new object)."""
@@ -108,36 +107,13 @@ class AbstractPosterior(eqx.Module):
     def _latent(self, X_test):
         raise NotImplementedError
 
-    def _probability(self, X_test, approximation, key, num_samples):
-        """p(y* = +1) (m,) for one latent, E[softmax(f*)] (m, C) for C (see :func:`gpclass.predict`)."""
+    def _probability(self, X_test, integrator, key):
+        """p(y* = +1) (m,) for one latent, E[softmax(f*)] (m, C) for C, by ``integrator`` (an
+        ``AbstractIntegrator``: see :func:`gpclass.predict`)."""
         mean, var = self._latent(X_test)
         if self.num_latent > 1:
-            return _softmax_probability(self.likelihood, mean, var, approximation, key, num_samples)
-        return _binary_probability(self.likelihood, mean, var, approximation)
-
-
-def _binary_probability(likelihood, mean, var, approximation):
-    """The likelihood averaged over N(mean, var) (GPML eq. 3.25), or MacKay's sigma(kappa(var) mean)."""
-    if approximation is None:
-        return likelihood.predictive_probability(mean, var)
-    if approximation == "mackay":
-        return mackay_probability(mean, var)
-    raise GPClassError(f"approximation must be None or 'mackay'; got {approximation!r}.")
-
-
-def _softmax_probability(likelihood, mean, cov, approximation, key, num_samples):
-    """E[softmax(f*)] by Monte Carlo (GPML Algorithm 3.4) or the mean-field approximation."""
-    if approximation in (None, "monte_carlo"):
-        if key is None:
-            raise GPClassError(
-                "multi-class predictions average the softmax over the latent Gaussian by Monte Carlo "
-                "(GPML Algorithm 3.4), which needs an explicit key=jax.random.key(...); "
-                "or pass approximation='mean_field' for a deterministic approximation."
-            )
-        return likelihood.monte_carlo_probability(mean, cov, key, num_samples)
-    if approximation == "mean_field":
-        return likelihood.mean_field_probability(mean, cov)
-    raise GPClassError(f"approximation must be None, 'monte_carlo' or 'mean_field'; got {approximation!r}.")
+            return integrator.classes(self.likelihood, mean, var, key)
+        return integrator.binary(self.likelihood, mean, var)
 
 
 class GaussianPosterior(AbstractPosterior):
@@ -329,10 +305,10 @@ class SamplePosterior(AbstractPosterior):
         mean = weights @ means
         return mean, var + weights @ (means - mean) ** 2
 
-    def _probability(self, X_test, approximation, key, num_samples):
-        """sum_s w_s int p(y* = +1|f*) p(f*|f_s) df*, each as for a Gaussian posterior."""
+    def _probability(self, X_test, integrator, key):
+        """sum_s w_s int p(y* = +1|f*) p(f*|f_s) df*, each as for a Gaussian posterior (by ``integrator``)."""
         weights, means, var = self._conditionals(X_test)
-        return weights @ _binary_probability(self.likelihood, means, jnp.broadcast_to(var, means.shape), approximation)
+        return weights @ integrator.binary(self.likelihood, means, jnp.broadcast_to(var, means.shape))
 
     def _conditionals(self, X_test):
         """p(f*|f_s) = N(k*^T K^-1 f_s, k** - k*^T K^-1 k*) for every sample (GPML eqs. 2.19 / 3.21 with f known).

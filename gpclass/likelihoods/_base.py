@@ -91,6 +91,14 @@ class AbstractLikelihood(eqx.Module):
         log_p = self.log_prob(y[:, None, None], mean[:, None, None] + std[:, None, None] * z)
         return jnp.sum(half * jnp.sum(weights * density * log_p, axis=-1), axis=-1)
 
+    @property
+    def integrator(self):
+        """How predictions average this likelihood by default: ``gpc.integrators.Exact()``
+        (:meth:`predictive_probability`)."""
+        from ..integrators import Exact
+
+        return Exact()
+
     def factor(self, op, w: Float[Array, " n"]):
         """The prior ``op``'s factorisation of I + W^1/2 K W^1/2 at this likelihood's curvature w (the third
         output of :meth:`derivatives`): for one latent function W = diag(w), ``op.factor(w)``."""

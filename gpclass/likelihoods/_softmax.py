@@ -69,9 +69,16 @@ class Softmax(AbstractLikelihood):
         """|y_i^T f_i| + |log sum_c exp f_i^c|: the two terms of log p cancel for a confident case."""
         return jnp.abs(jnp.sum(Y * F, axis=-1)) + jnp.abs(logsumexp(F, axis=-1))
 
+    @property
+    def integrator(self):
+        """Predictions average the softmax by Monte Carlo by default (``gpc.integrators.MonteCarlo()``)."""
+        from ..integrators import MonteCarlo
+
+        return MonteCarlo()
+
     def predictive_probability(self, mean, var):
         raise GPClassError("Softmax predictive probabilities need the latent covariance across classes: use "
-                           "gpc.predict(posterior, X_test).")
+                           "gpc.predict(posterior, X_test) with a gpc.integrators strategy.")
 
     def monte_carlo_probability(
         self, mean: Float[Array, "m C"], cov: Float[Array, "m C C"], key: Array, num_samples: int

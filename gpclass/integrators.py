@@ -1,0 +1,78 @@
+"""How a prediction averages the likelihood over the latent predictive Gaussian: strategy objects.
+
+``gpc.predict(posterior, X_test, integrator=...)``; ``None`` (the default) takes the likelihood's own
+(``likelihood.integrator``): :class:`Exact` for a binary likelihood, :class:`MonteCarlo` for the softmax.
+
+    >>> p = gpc.predict(post, X_test, integrator=gpc.integrators.MacKay())
+    >>> p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MeanField())
+    >>> p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MonteCarlo(1000), key=key)
+"""
+
+import equinox as eqx
+
+from ._exceptions import GPClassError as _GPClassError
+from ._types import Array, Float
+from ._validation import require_setting as _require_setting
+from .likelihoods import mackay_probability as _mackay_probability
+
+__all__ = ["AbstractIntegrator", "Exact", "MacKay", "MeanField", "MonteCarlo"]
+
+
+class AbstractIntegrator(eqx.Module):
+    """An average of the likelihood over N(mean, cov): ``binary`` for one latent function, ``classes`` for C."""
+
+    def binary(self, likelihood, mean: Float[Array, " m"], var: Float[Array, " m"]) -> Float[Array, " m"]:
+        """p(y* = +1) = int p(y = +1 | f) N(f | mean, var) df (GPML eq. 3.25)."""
+        raise _GPClassError(f"{type(self).__name__} averages a multi-class likelihood; for a binary one use "
+                           "gpc.integrators.Exact() or MacKay().")
+
+    def classes(self, likelihood, mean: Float[Array, "m C"], cov: Float[Array, "m C C"],
+                key: Array | None) -> Float[Array, "m C"]:
+        """E[softmax(f*)], f* ~ N(mean, cov) per test point."""
+        raise _GPClassError(f"{type(self).__name__} averages a binary likelihood; for the softmax use "
+                           "gpc.integrators.MonteCarlo() or MeanField().")
+
+
+class Exact(AbstractIntegrator):
+    """The likelihood's own average (``likelihood.predictive_probability``): exact for the probit, quadrature
+    accurate to about 1e-12 for the logistic at every latent variance."""
+
+    def binary(self, likelihood, mean, var):
+        return likelihood.predictive_probability(mean, var)
+
+
+class MacKay(AbstractIntegrator):
+    """sigma(kappa(var) mean), kappa = (1 + pi var / 8)^-1/2 (Gibbs & MacKay eq. 23), meant for the logistic."""
+
+    def binary(self, likelihood, mean, var):
+        return _mackay_probability(mean, var)
+
+
+class MonteCarlo(AbstractIntegrator):
+    """The average over ``num_samples`` draws of f* (GPML Algorithm 3.4): needs an explicit PRNG ``key``;
+    standard error at most 0.5 / sqrt(num_samples) per probability."""
+
+    num_samples: int = eqx.field(static=True, default=10_000)
+
+    def __check_init__(self):
+        _require_setting("MonteCarlo", "num_samples", self.num_samples, low=1, low_open=False, integer=True)
+
+    def classes(self, likelihood, mean, cov, key):
+        if key is None:
+            raise _GPClassError(
+                "multi-class predictions average the softmax over the latent Gaussian by Monte Carlo "
+                "(GPML Algorithm 3.4), which needs an explicit key=jax.random.key(...); "
+                "or pass integrator=gpc.integrators.MeanField() for a deterministic approximation."
+            )
+        return likelihood.monte_carlo_probability(mean, cov, key, self.num_samples)
+
+
+class MeanField(AbstractIntegrator):
+    """A deterministic approximation of E[softmax(f*)] using the full latent covariance
+    (``Softmax.mean_field_probability``); for C = 2, and for a binary likelihood, MacKay's."""
+
+    def binary(self, likelihood, mean, var):
+        return _mackay_probability(mean, var)
+
+    def classes(self, likelihood, mean, cov, key):
+        return likelihood.mean_field_probability(mean, cov)
