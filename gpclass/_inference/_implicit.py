@@ -10,7 +10,7 @@ system only when the parameters receive a cotangent (a custom VJP with
 symbolic zeros), with the method's description of I - dT/dp
 (``_linear_solve``: LU where the prior is a matrix, GMRES where it is not).
 Without this the gradient of a prediction missed that term (10-40 % off,
-measured on 60-case pima).  Laplace has its own adjoint (``_newton``).
+measured on 60-case pima).  Laplace has its own adjoint at its mode (``laplace._mode``).
 """
 
 import functools
