@@ -27,6 +27,7 @@ from jax import lax
 from .._iterate import all_finite, iterate, relative_change
 from .._status import Status
 from .._types import Array
+from ._search import halving_search
 
 
 class _Newton(NamedTuple):
@@ -122,16 +123,9 @@ def newton(
         change = relative_change(f_t, s.f)
         small = change <= tol
 
-        def halve(h):
-            t, _, _, k = h
-            psi_t, f_t = psi(s.a + 0.5 * t * da)
-            return 0.5 * t, psi_t, f_t, k + 1
-
-        t, psi_t, f_t, _ = lax.while_loop(
-            lambda h: ~small & ~acceptable(h[1], s.psi, noise) & (h[3] < max_halvings),
-            halve,
-            (jnp.ones((), s.a.dtype), psi_t, f_t, 0),
-        )
+        t, (psi_t, f_t) = halving_search(lambda t: psi(s.a + t * da),
+                                         lambda value: small | acceptable(value[0], s.psi, noise),
+                                         (psi_t, f_t), max_halvings, s.a.dtype)
         accepted = small | acceptable(psi_t, s.psi, noise)
         keep = lambda new, old: jnp.where(accepted, new, old)  # noqa: E731
         # The residual where a small step ends, which is what the result will be (in low precision a small

@@ -41,6 +41,7 @@ from ._implicit import implicit_fixed_point
 from ._jaakkola_jordan import check_logistic
 from ._linear_solve import LinearMap, identity_minus
 from ._posterior import GaussianPosterior, SolverInfo
+from ._search import halving_search
 
 
 class JaakkolaJordanUpper(AbstractInference):
@@ -134,15 +135,9 @@ def _solve_upper(method, K, y, init, tol):
         scale = jnp.abs(s.value) + jnp.dot(jnp.abs(y), jnp.abs(K) @ jnp.ones_like(y)) + y.shape[0]
         noise = rounding_level(dtype, scale)
 
-        def halve(h):
-            t, _, k = h
-            return 0.5 * t, upper_bound(K, y, s.eta + 0.5 * t * direction), k + 1
-
-        t, new_value, _ = lax.while_loop(
-            lambda h: (h[1] > s.value + noise) & (h[2] < method.max_halvings),
-            halve,
-            (jnp.ones((), dtype), upper_bound(K, y, s.eta + direction), 0),
-        )
+        t, new_value = halving_search(lambda t: upper_bound(K, y, s.eta + t * direction),
+                                      lambda value: value <= s.value + noise,
+                                      upper_bound(K, y, s.eta + direction), method.max_halvings, dtype)
         new_eta = s.eta + t * direction
         change = jnp.max(jnp.abs(jax.nn.sigmoid(new_eta) - jax.nn.sigmoid(s.eta)))
         converged = (change <= tol) & (jnp.abs(new_value - s.value) <= tol * (1.0 + jnp.abs(new_value)))
