@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import _dense as dense
+from ._covariance.dense import covariance_root
 from ._errors import entry_point
 from ._exceptions import GPClassError
 from ._inference import GaussianPosterior
@@ -30,8 +31,8 @@ from .likelihoods import AbstractLikelihood
 def posterior_covariance(posterior: GaussianPosterior) -> Float[Array, "n n"]:
     """A = (K^-1 + W)^-1 = K - K W^1/2 B^-1 W^1/2 K from the stored factor of B (GPML eq. 3.27)."""
     K = posterior.kernel.gram(posterior.X)
-    Vt = dense.solve_triangular_right(posterior.chol, K * posterior.sqrt_w[None, :], lower=True, trans=1)
-    return K - Vt @ Vt.T  # Vt = (L^-1 W^1/2 K)^T, laid out for this product (_sites.factor_sites)
+    Vt = covariance_root(K, posterior.sqrt_w, posterior.chol)
+    return K - Vt @ Vt.T
 
 
 def expected_log_prior(C: Float[Array, "n n"], mean: Float[Array, " n"], cov: Float[Array, "n n"]) -> Float[Array, ""]:
