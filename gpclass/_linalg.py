@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _dense as dense
+from ._symbolic_zeros import all_symbolic, instantiated, primal_values
 from ._types import Array, Float
 
 
@@ -65,26 +66,14 @@ def _recomputed(fn, value, *args):
 
 
 def _recomputed_fwd(fn, value, *args):
-    value, args = jax.tree.map(lambda p: p.value, (value, args), is_leaf=_is_primal)
-    return value, args
+    return primal_values((value, args))
 
 
 def _recomputed_bwd(fn, args, cotangent):
-    symbolic = jax.custom_derivatives.SymbolicZero
-    leaves = jax.tree.leaves(cotangent, is_leaf=lambda c: isinstance(c, symbolic))
-    if all(isinstance(c, symbolic) for c in leaves):
+    if all_symbolic(cotangent):
         return (None, *(None for _ in args))
     values, vjp = jax.vjp(fn, *args)
-    cotangent = jax.tree.map(lambda c, v: jnp.zeros_like(v) if isinstance(c, symbolic) else c, cotangent, values,
-                             is_leaf=lambda c: isinstance(c, symbolic))
-    return (None, *vjp(cotangent))
-
-
-_PRIMAL = jax.custom_derivatives.CustomVJPPrimal
-
-
-def _is_primal(p):
-    return isinstance(p, _PRIMAL)
+    return (None, *vjp(instantiated(cotangent, values)))
 
 
 _recomputed.defvjp(_recomputed_fwd, _recomputed_bwd, symbolic_zeros=True)

@@ -11,7 +11,6 @@ from .._types import Array, Float
 
 # What an operator can be asked for beyond the protocol below.
 MATRIX = "matrix"  # the dense n x n matrix K itself (its columns, its Cholesky factor): DenseCovariance
-CLASSES = "classes"  # one block per latent function (C x n x n): PerClassCovariance
 PRIOR = "prior"  # K is the model's prior covariance itself, as EP's sites need: exact priors and FITC
 BOUND = "bound"  # the variational bounds (KL, Jaakkola-Jordan) are defined under it: exact priors, FITC and VFE
 
@@ -22,7 +21,7 @@ class AbstractCovariance(eqx.Module):
     Every operator has :meth:`mv` (K v), :meth:`abs_mv` (|K| v, the rounding
     scale of K v), :meth:`diagonal` and :meth:`factor` (the factorisation of
     B = I + W^1/2 K W^1/2 for a diagonal W >= 0, an :class:`AbstractFactor`).
-    ``capabilities`` names what else it offers (``MATRIX``, ``CLASSES``).
+    ``capabilities`` names what else it offers (``MATRIX``, ``PRIOR``, ``BOUND``).
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
@@ -103,7 +102,6 @@ class AbstractCovariance(eqx.Module):
 
 
 _NEEDS = {MATRIX: "a dense n x n matrix (its columns and Cholesky factor)",
-          CLASSES: "a block per class (a PerClass kernel)",
           PRIOR: "the model's prior covariance itself (a kernel's, or a sparse prior's FITC)",
           BOUND: "a prior under which its bound is defined (a kernel's, or a sparse prior's FITC or VFE)"}
 

@@ -15,7 +15,7 @@ from .._linalg import factor_b, factor_b_given, half_log_det_b, solve_i_plus_wk,
 from .._types import Array, Float
 from .._validation import check_covariance
 from . import dense_classes
-from ._base import BOUND, CLASSES, MATRIX, PRIOR, AbstractCovariance, AbstractFactor, AbstractSitesCovariance
+from ._base import BOUND, MATRIX, PRIOR, AbstractCovariance, AbstractFactor, AbstractSitesCovariance
 
 
 class _SoftmaxFactorisations:
@@ -146,7 +146,7 @@ class PerClassCovariance(_SoftmaxFactorisations, AbstractCovariance):
     """
 
     K: Float[Array, "C n n"]
-    capabilities: ClassVar[frozenset[str]] = frozenset({MATRIX, CLASSES, PRIOR, BOUND})
+    capabilities: ClassVar[frozenset[str]] = frozenset({MATRIX, PRIOR, BOUND})
 
     def describe(self):
         return "a PerClass kernel"
@@ -180,6 +180,8 @@ class PerClassCovariance(_SoftmaxFactorisations, AbstractCovariance):
         return self.factor(w)
 
     def check_latent(self, num_latent):
+        if num_latent == 1:
+            raise GPClassError("a PerClass kernel needs the multi-class gpc.likelihoods.Softmax likelihood.")
         if num_latent != self.K.shape[0]:
             raise GPClassError(f"the PerClass kernel has {self.K.shape[0]} classes but the likelihood has "
                                f"{num_latent}.")

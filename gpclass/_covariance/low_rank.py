@@ -86,10 +86,10 @@ class LowRankCovariance(AbstractCovariance):
             return self.Phi @ (x.T @ self.Phi).T + (self.power * self.g)[:, None] * x
         return self.Phi @ (x @ self.Phi) + self.power * self.g * x
 
-    def abs_mv(self, x: Float[Array, "n ..."], abs_phi: Float[Array, "n m"] | None = None) -> Float[Array, "n ..."]:
+    def abs_mv(self, x: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
         """|Phi| (|Phi|^T x) + s g x for x >= 0: a bound on |K~| x, the rounding scale of K~ x (columns of x
-        separately).  ``abs_phi``: |Phi| if the caller holds it (a loop forms it once: n m entries)."""
-        A = jnp.abs(self.Phi) if abs_phi is None else abs_phi
+        separately)."""
+        A = jnp.abs(self.Phi)
         g = self.power * self.g
         return A @ (A.T @ x) + (g if x.ndim == 1 else g[:, None]) * x
 

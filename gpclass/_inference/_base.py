@@ -39,20 +39,16 @@ class AbstractInference(eqx.Module):
     ) -> AbstractPosterior:
         """Approximate the posterior for the prior ``op`` and labels as ``likelihood.check_labels`` gives them.
 
-        By default the exact prior goes to :meth:`solve_matrix` (with K) and any other to :meth:`solve_low_rank`.
+        By default a method works on the dense matrix K (:meth:`solve_matrix`) and refuses any other prior;
+        a method that runs on every operator overrides ``solve``.
         """
-        if MATRIX in op.capabilities:
-            return self.solve_matrix(op.K, likelihood, y, init, key)
-        return self.solve_low_rank(op, likelihood, y, init, key)
+        if MATRIX not in op.capabilities:
+            raise GPClassError(
+                f"{type(self).__name__} does not support a sparse prior (gpc.Sparse); use gpc.Laplace(), gpc.EP(), "
+                "gpc.KL() or gpc.JaakkolaJordan()."
+            )
+        return self.solve_matrix(op.K, likelihood, y, init, key)
 
     def solve_matrix(self, K, likelihood, y, init=None, key=None) -> AbstractPosterior:
         """The approximation for the dense prior covariance K (n x n, or C x n x n per class)."""
         raise NotImplementedError
-
-    def solve_low_rank(self, op, likelihood, y, init=None, key=None) -> AbstractPosterior:
-        """The approximation under a sparse prior (a ``LowRankCovariance``, built by ``gpc.Sparse``)."""
-        raise GPClassError(
-            f"{type(self).__name__} does not support a sparse prior (gpc.Sparse); use gpc.Laplace(), gpc.EP(), "
-            "gpc.KL() "
-            "or gpc.JaakkolaJordan()."
-        )

@@ -19,28 +19,13 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._symbolic_zeros import instantiated, primal_values
 from ._linear_solve import Krylov, solve
 
 # The adjoint's GMRES under a sparse prior: restarted every ``restart`` products (the method's krylov_steps), to a
 # relative residual of 1e-10, at most 20 restarts.
 ADJOINT_RESTARTS = 20
 ADJOINT_TOL = 1e-10
-
-
-def primal_values(tree):
-    """The values of a ``symbolic_zeros`` custom VJP's inputs (``CustomVJPPrimal`` leaves) as a plain tree."""
-    primal = jax.custom_derivatives.CustomVJPPrimal
-    return jax.tree.map(lambda p: p.value if isinstance(p, primal) else p, tree,
-                        is_leaf=lambda p: isinstance(p, primal))
-
-
-def instantiated(cotangent, params):
-    """The cotangent with symbolic zeros made arrays, or None when all of it is symbolically zero."""
-    symbolic = jax.custom_derivatives.SymbolicZero
-    is_symbolic = lambda c: isinstance(c, symbolic)  # noqa: E731
-    if all(is_symbolic(c) for c in jax.tree.leaves(cotangent, is_leaf=is_symbolic)):
-        return None
-    return jax.tree.map(lambda c, p: jnp.zeros_like(p) if is_symbolic(c) else c, cotangent, params, is_leaf=is_symbolic)
 
 
 def implicit_fixed_point(system, params, converged, prior, likelihood, y, krylov_steps: int):

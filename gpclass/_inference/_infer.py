@@ -2,7 +2,6 @@
 
 import jax.numpy as jnp
 
-from .._covariance._base import CLASSES
 from .._errors import entry_point
 from .._exceptions import GPClassError
 from .._sparse import Sparse
@@ -125,7 +124,5 @@ def solve(method, op, likelihood, y, init, key=None, checks=None):
             f"{type(method).__name__} does not support the multi-class {type(likelihood).__name__} likelihood, "
             "which needs gpc.Laplace()."
         )
-    if likelihood.num_latent == 1 and CLASSES in op.capabilities:
-        raise GPClassError("a PerClass kernel needs the multi-class gpc.likelihoods.Softmax likelihood.")
     op.check_latent(likelihood.num_latent)
     return method.solve(op, likelihood, y, init, key)

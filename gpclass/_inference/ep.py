@@ -190,8 +190,12 @@ def log_marginal(op: AbstractCovariance, likelihood, y, tau, nu, factor: Abstrac
     """
     factor = op.factor(tau) if factor is None else factor
     cov = factor.covariance(op) if cov is None else cov
-    return ep_log_marginal(likelihood, y, tau, nu, cov.variance(), cov.times(nu), factor.half_log_det_b(op),
-                           cov.quadratic(nu))
+    return _log_marginal_from(op, likelihood, y, tau, nu, factor, cov, cov.variance(), cov.times(nu))
+
+
+def _log_marginal_from(op, likelihood, y, tau, nu, factor, cov, sigma_diag, mu):
+    """:func:`log_marginal` given the marginals (sigma_diag, mu) = (diag Sigma, Sigma nu~) at the sites."""
+    return ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, factor.half_log_det_b(op), cov.quadratic(nu))
 
 
 def _log_marginal_at_fixed_point(op, likelihood, y, tau, nu, factor, cov):
@@ -315,8 +319,7 @@ def _run_sweeps(method: EP, sequential: bool, op, likelihood, y, tau0, nu0, key)
         factor = op.factor(tau)
         cov = factor.covariance(op)
         sigma_diag, mu = cov.variance(), cov.times(nu)
-        log_z = ep_log_marginal(likelihood, y, tau, nu, sigma_diag, mu, factor.half_log_det_b(op), cov.quadratic(nu))
-        return factor, cov, sigma_diag, mu, log_z
+        return factor, cov, sigma_diag, mu, _log_marginal_from(op, likelihood, y, tau, nu, factor, cov, sigma_diag, mu)
 
     def step(s: _Sweeps) -> _Sweeps:
         tau, nu = sweep(s)
