@@ -6,15 +6,15 @@ whose operator B = I + S K S^T has every eigenvalue >= 1.
 """
 
 from collections.abc import Callable
-from typing import NamedTuple
 
+import equinox as eqx
 import jax.numpy as jnp
 
-from ._iterate import all_finite, iterate
+from ._iterate import AbstractIterativeSolver, Solution, all_finite, run
 from ._types import Array, Int
 
 
-class _CG(NamedTuple):
+class CGState(eqx.Module):
     x: Array
     r: Array
     p: Array
@@ -23,6 +23,38 @@ class _CG(NamedTuple):
 
 def _dot(a, b):
     return jnp.sum(a * b)
+
+
+class ConjugateGradients(AbstractIterativeSolver):
+    """Conjugate gradients for A x = b from x = 0 (Golub & Van Loan, Algorithm 11.3.2) on :func:`run`; the result
+    is (x, number of products with A, status).  Converged when |r|^2 <= ``threshold``."""
+
+    matvec: Callable[[Array], Array]
+    b: Array
+    threshold: Array
+    max_steps: int
+
+    def init(self) -> CGState:
+        return CGState(jnp.zeros_like(self.b), self.b, self.b, _dot(self.b, self.b))
+
+    def step(self, s: CGState) -> CGState:
+        q = self.matvec(s.p)
+        curvature = _dot(s.p, q)
+        alpha = jnp.where(curvature > 0, s.rr / jnp.where(curvature > 0, curvature, 1.0), 0.0)
+        x = s.x + alpha * s.p
+        r = s.r - alpha * q
+        rr = _dot(r, r)
+        beta = jnp.where(s.rr > 0, rr / jnp.where(s.rr > 0, s.rr, 1.0), 0.0)
+        return CGState(x, r, r + beta * s.p, rr)
+
+    def terminate(self, s: CGState):
+        return s.rr <= self.threshold, jnp.asarray(False)
+
+    def finite(self, s: CGState):
+        return all_finite(s.x)
+
+    def postprocess(self, solution: Solution):
+        return solution.state.x, solution.num_steps, solution.status
 
 
 def conjugate_gradients(
@@ -38,19 +70,4 @@ def conjugate_gradients(
     Returns:
         (x, number of products with A, status).
     """
-    threshold = tol**2 * _dot(b, b)
-
-    def step(s: _CG) -> _CG:
-        q = matvec(s.p)
-        curvature = _dot(s.p, q)
-        alpha = jnp.where(curvature > 0, s.rr / jnp.where(curvature > 0, curvature, 1.0), 0.0)
-        x = s.x + alpha * s.p
-        r = s.r - alpha * q
-        rr = _dot(r, r)
-        beta = jnp.where(s.rr > 0, rr / jnp.where(s.rr > 0, s.rr, 1.0), 0.0)
-        return _CG(x, r, r + beta * s.p, rr)
-
-    start = _CG(jnp.zeros_like(b), b, b, _dot(b, b))
-    end = iterate(step, lambda s: (s.rr <= threshold, jnp.asarray(False)), start, max_steps=max_steps,
-                  finite=lambda s: all_finite(s.x))
-    return end.state.x, end.num_steps, end.status
+    return run(ConjugateGradients(matvec, b, tol**2 * _dot(b, b), max_steps))

@@ -17,7 +17,6 @@ direct maximisation of the EP evidence, ``gpc.fit(gpc.EP(), ...)``.
 """
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -32,7 +31,7 @@ from ._exceptions import GPClassError
 from ._fit import parameter_transforms
 from ._inference import EP, GaussianPosterior
 from ._inference._infer import solve_posterior
-from ._iterate import all_finite, iterate, tolerance
+from ._iterate import AbstractIterativeSolver, all_finite, run, tolerance
 from ._progress import Progress, as_progress, due, every_for, report
 from ._status import Status, raise_unless_successful
 from ._types import Array, Bool, Float, Int
@@ -147,60 +146,9 @@ def fit_em_ep(
     def build(log_params):
         return eqx.combine(from_free(log_params), static)
 
-    def e_step(log_params, likelihood, init):
-        return solve_posterior(method, build(log_params), likelihood, X, y, init)
-
-    def m_step(log_params, posterior, likelihood):
-        log_params, converged = _maximise_prior_term(
-            build, log_params, posterior, X, m_step_max_steps, m_step_gtol
-        )
-        if adapt_epsilon:
-            errors = jnp.sum(jnp.sign(posterior.mean) != y)
-            likelihood = eqx.tree_at(lambda lik: lik.epsilon, likelihood, (errors / y.shape[0]).astype(X.dtype))
-        return log_params, likelihood, converged
-
-    def step(s: _EMState) -> _EMState:
-        log_params, likelihood, m_converged = m_step(s.log_params, s.posterior, s.likelihood)
-        new = e_step(log_params, likelihood, s.posterior.warm_start)
-        change = jnp.abs(new.log_marginal - s.posterior.log_marginal)
-        converged = (change <= tol * (1.0 + jnp.abs(new.log_marginal))) & new.info.converged
-        if progress is not None:
-            # Reported by problems still running (under vmap a stopped problem's steps are discarded).
-            running = ~s.converged & jnp.isfinite(s.posterior.log_marginal) & (s.steps < max_steps)
-            done = converged | ~jnp.isfinite(new.log_marginal) | (s.steps + 1 >= max_steps)
-            _report(progress, running & due(s.steps + 1, every, done), s.steps + 1, done, new, likelihood)
-        return _EMState(
-            log_params=log_params,
-            likelihood=likelihood,
-            posterior=new,
-            steps=s.steps + 1,
-            history=s.history.at[s.steps].set(new.log_marginal),
-            converged=converged,
-            m_ok=s.m_ok & m_converged,
-        )
-
-    def terminate(s: _EMState):
-        return s.converged, ~jnp.isfinite(s.posterior.log_marginal)  # not finite: stop (FAILED)
-
-    log_params = to_free(params)
     every = None if progress is None else every_for(progress, max_steps)
-
-    def _report(progress, when, step, done, posterior, likelihood):
-        report(progress, "fit_em_ep", when, step, done, total=max_steps, log_marginal=posterior.log_marginal,
-               epsilon=getattr(likelihood, "epsilon", jnp.asarray(jnp.nan, X.dtype)),
-               ep_sweeps=posterior.info.num_steps)
-
-    start = _EMState(
-        log_params=log_params,
-        likelihood=likelihood,
-        posterior=e_step(log_params, likelihood, None),
-        steps=jnp.asarray(0),
-        history=jnp.full((max_steps,), jnp.nan, dtype=X.dtype),
-        converged=jnp.asarray(False),
-        m_ok=jnp.asarray(True),
-    )
-    _report(progress, True, 0, max_steps == 0, start.posterior, likelihood)
-    end = iterate(step, terminate, start, max_steps=max_steps, finite=lambda s: jnp.isfinite(s.posterior.log_marginal))
+    end = run(EMSolver(method, build, X, y, likelihood, to_free(params), adapt_epsilon, tol, max_steps,
+                       m_step_max_steps, m_step_gtol, progress, every))
     s = end.state
     result = EMEPResult(
         kernel=build(s.log_params),
@@ -216,7 +164,7 @@ def fit_em_ep(
     return raise_unless_successful(result, result.status, "fit_em_ep") if throw else result
 
 
-class _EMState(NamedTuple):
+class EMState(eqx.Module):
     """EM-EP after an EM step: the log hyperparameters, the likelihood (its epsilon), the E-step's posterior,
     the record, and whether log q_EP stopped changing with a converged EP."""
 
@@ -229,41 +177,129 @@ class _EMState(NamedTuple):
     m_ok: Bool[Array, ""]
 
 
-def _maximise_prior_term(build, log_params, posterior, X, max_steps, gtol):
-    """M-step: maximise E_q[log N(f|0, C(theta))] (Kim & Ghahramani eq. 16) over log theta with L-BFGS
-    (optax's, one update per step of :func:`gpclass._iterate.iterate`).
+class EMSolver(AbstractIterativeSolver):
+    """EM-EP's iterations (:func:`gpclass._iterate.run`): an M-step (:class:`MStep`, and epsilon = r / n), then
+    an EP E-step warm-started from the last, until log q_EP stops changing (:func:`fit_em_ep`)."""
 
-    q = N(mu, A) is the E-step's posterior, held fixed; returns the new log
-    parameters and whether max |gradient| <= gtol was reached.
-    """
-    mean = lax.stop_gradient(posterior.mean)
-    cov = lax.stop_gradient(posterior_covariance(posterior))
+    method: EP
+    build: Callable
+    X: Array
+    y: Array
+    likelihood0: AbstractLikelihood
+    log_params0: object
+    adapt_epsilon: bool
+    tol: float
+    max_steps: int
+    m_step_max_steps: int
+    m_step_gtol: float
+    progress: Progress | None
+    every: object
 
-    def negative_f(log_params):
-        return -expected_log_prior(build(log_params).gram(X), mean, cov)
+    def _e_step(self, log_params, likelihood, init):
+        return solve_posterior(self.method, self.build(log_params), likelihood, self.X, self.y, init)
 
-    optimizer = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(negative_f)
+    def _m_step(self, log_params, posterior, likelihood):
+        mean, cov = lax.stop_gradient((posterior.mean, posterior_covariance(posterior)))
+        log_params, converged = run(MStep(self.build, self.X, mean, cov, log_params, self.m_step_max_steps,
+                                          self.m_step_gtol))
+        if self.adapt_epsilon:
+            errors = jnp.sum(jnp.sign(posterior.mean) != self.y)
+            likelihood = eqx.tree_at(lambda lik: lik.epsilon, likelihood,
+                                     (errors / self.y.shape[0]).astype(self.X.dtype))
+        return log_params, likelihood, converged
 
-    def max_abs(tree):
-        return jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in jax.tree.leaves(tree)]))
+    def _report(self, when, step, done, posterior, likelihood):
+        report(self.progress, "fit_em_ep", when, step, done, total=self.max_steps,
+               log_marginal=posterior.log_marginal,
+               epsilon=getattr(likelihood, "epsilon", jnp.asarray(jnp.nan, self.X.dtype)),
+               ep_sweeps=posterior.info.num_steps)
 
-    def step(s: _MStep) -> _MStep:
-        value, grad = value_and_grad(s.params, state=s.opt_state)
-        updates, opt_state = optimizer.update(grad, s.opt_state, s.params, value=value, grad=grad, value_fn=negative_f)
-        return _MStep(optax.apply_updates(s.params, updates), opt_state)
+    def init(self) -> EMState:
+        start = EMState(
+            log_params=self.log_params0,
+            likelihood=self.likelihood0,
+            posterior=self._e_step(self.log_params0, self.likelihood0, None),
+            steps=jnp.asarray(0),
+            history=jnp.full((self.max_steps,), jnp.nan, dtype=self.X.dtype),
+            converged=jnp.asarray(False),
+            m_ok=jnp.asarray(True),
+        )
+        if self.progress is not None:
+            self._report(True, 0, self.max_steps == 0, start.posterior, self.likelihood0)
+        return start
 
-    def terminate(s: _MStep):
-        # The state caches the gradient at the new point (computed by the line search).
-        return max_abs(otu.tree_get(s.opt_state, "grad")) <= gtol, jnp.asarray(False)
+    def step(self, s: EMState) -> EMState:
+        log_params, likelihood, m_converged = self._m_step(s.log_params, s.posterior, s.likelihood)
+        new = self._e_step(log_params, likelihood, s.posterior.warm_start)
+        change = jnp.abs(new.log_marginal - s.posterior.log_marginal)
+        converged = (change <= self.tol * (1.0 + jnp.abs(new.log_marginal))) & new.info.converged
+        if self.progress is not None:
+            # Reported by problems still running (under vmap a stopped problem's steps are discarded).
+            running = ~s.converged & jnp.isfinite(s.posterior.log_marginal) & (s.steps < self.max_steps)
+            done = converged | ~jnp.isfinite(new.log_marginal) | (s.steps + 1 >= self.max_steps)
+            self._report(running & due(s.steps + 1, self.every, done), s.steps + 1, done, new, likelihood)
+        return EMState(
+            log_params=log_params,
+            likelihood=likelihood,
+            posterior=new,
+            steps=s.steps + 1,
+            history=s.history.at[s.steps].set(new.log_marginal),
+            converged=converged,
+            m_ok=s.m_ok & m_converged,
+        )
 
-    end = iterate(step, terminate, _MStep(log_params, optimizer.init(log_params)), max_steps=max_steps,
-                  finite=lambda s: all_finite(*jax.tree.leaves(s.params)))
-    return end.state.params, end.status == Status.CONVERGED
+    def terminate(self, s: EMState):
+        return s.converged, ~jnp.isfinite(s.posterior.log_marginal)  # not finite: stop (FAILED)
+
+    def finite(self, s: EMState):
+        return jnp.isfinite(s.posterior.log_marginal)
 
 
-class _MStep(NamedTuple):
+_M_STEP_OPTIMIZER = optax.lbfgs()
+
+
+class MStepState(eqx.Module):
     """The M-step's L-BFGS: the log parameters and optax's state (which caches the gradient there)."""
 
     params: object
     opt_state: object
+
+
+class MStep(AbstractIterativeSolver):
+    """M-step: maximise E_q[log N(f|0, C(theta))] (Kim & Ghahramani eq. 16) over log theta with L-BFGS
+    (optax's, one update per step of :func:`gpclass._iterate.run`).
+
+    q = N(mean, cov) is the E-step's posterior, held fixed; the result is the new log parameters and whether
+    max |gradient| <= gtol was reached.
+    """
+
+    build: Callable
+    X: Array
+    mean: Array
+    cov: Array
+    log_params0: object
+    max_steps: int
+    gtol: float
+
+    def _negative_f(self, log_params):
+        return -expected_log_prior(self.build(log_params).gram(self.X), self.mean, self.cov)
+
+    def init(self) -> MStepState:
+        return MStepState(self.log_params0, _M_STEP_OPTIMIZER.init(self.log_params0))
+
+    def step(self, s: MStepState) -> MStepState:
+        value, grad = optax.value_and_grad_from_state(self._negative_f)(s.params, state=s.opt_state)
+        updates, opt_state = _M_STEP_OPTIMIZER.update(grad, s.opt_state, s.params, value=value, grad=grad,
+                                                      value_fn=self._negative_f)
+        return MStepState(optax.apply_updates(s.params, updates), opt_state)
+
+    def terminate(self, s: MStepState):
+        # The state caches the gradient at the new point (computed by the line search).
+        grad = jax.tree.leaves(otu.tree_get(s.opt_state, "grad"))
+        return jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in grad])) <= self.gtol, jnp.asarray(False)
+
+    def finite(self, s: MStepState):
+        return all_finite(*jax.tree.leaves(s.params))
+
+    def postprocess(self, solution):
+        return solution.state.params, solution.status == Status.CONVERGED

@@ -6,7 +6,7 @@ logit(theta / u) for a parameter with an upper bound u (a module declares
 these in its ``upper_bounds``, e.g. a label-flip rate epsilon < 1/2).  The
 objective is the method's approximate log marginal likelihood, optionally plus
 a log hyperprior, and its gradient comes from ``jax.grad`` through the
-converged inner solution.  The optimiser runs inside ``lax.while_loop``, so
+converged inner solution.  The optimiser runs inside one ``lax.while_loop`` (``_iterate.run``), so
 the whole fit is one jit-compiled call that also works under ``jax.vmap``.
 
 Bounds.  Each free coordinate z (log theta, or the log-odds
@@ -40,7 +40,6 @@ second in a row ends the fit as ``STALLED``.  Why the fit stopped is the integer
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -48,7 +47,6 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax import lax
 
 from . import _box as box
 from ._box_lbfgs import BoxLBFGS
@@ -56,7 +54,7 @@ from ._errors import entry_point
 from ._exceptions import GPClassError
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import apply_mask, prior_covariance, solve
-from ._iterate import tolerance
+from ._iterate import AbstractIterativeSolver, run, tolerance
 from ._progress import Progress, as_progress, due, every_for, report
 from ._status import Status, raise_unless_successful, successful
 from ._types import Array, Float, Int
@@ -210,118 +208,16 @@ def fit(
     )
     X, y, z0 = checks.attach((X, y, box.snap(z0, lo, hi)))
 
-    def build(z):
-        return eqx.combine(from_free(unravel(z)), static)
-
-    def negative_objective(z, init):
-        # Line searches probe extreme hyperparameters where the inner solver may fail: there the objective is
-        # -inf (an infeasible point the line search backs off from), not an exception, and the solution's
-        # status says so.  The loop carries the solution (the fields computed from K), not the posterior.
-        kernel, likelihood = build(z)
-        solve_likelihood = likelihood if mask is None else Masked(likelihood)
-        start = init if warm_start_inner else None
-        solution = solve(method, prior_covariance(kernel, X), solve_likelihood, y, start, key)
-        value = solution.log_marginal
-        if log_prior is not None:
-            value = value + log_prior(kernel, likelihood)
-        return -value, solution
-
-    def evaluate(z, init):
-        """(-objective, gradient, solution); an infeasible point gives (inf, 0, solution)."""
-        (value, solution), grad = jax.value_and_grad(negative_objective, has_aux=True)(z, init)
-        ok = solution.info.converged & jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
-        return jnp.where(ok, value, jnp.inf), jnp.where(ok, grad, 0.0), solution
-
-    def line_objective(init):
-        """-objective as a function for the line search: value and gradient masked like ``evaluate``'s."""
-
-        @jax.custom_jvp
-        def value(z):
-            v, solution = negative_objective(z, init)
-            return jnp.where(solution.info.converged & jnp.isfinite(v), v, jnp.inf)
-
-        @value.defjvp
-        def value_jvp(primals, tangents):
-            v, grad, _ = evaluate(primals[0], init)
-            return v, optax.tree.vdot(grad, tangents[0])
-
-        return value
-
-    def gradient_test(z, grad, value, active):
-        """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING, or FAILED where the value is not finite)."""
-        pg_norm = jnp.max(jnp.abs(box.projected(grad, active)))
-        on_bound = box.any_at_bound(z, lo, hi)
-        code = jnp.where(pg_norm <= gtol, jnp.where(on_bound, Status.AT_BOUND, Status.CONVERGED), _RUNNING)
-        return pg_norm, jnp.where(jnp.isfinite(value), code, Status.FAILED).astype(jnp.int32)
-
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
     every = None if progress is None else every_for(progress, max_steps)
-    solution0 = _zeros_like_output(negative_objective, z0, None)[1]
-    state = _Loop(
-        z=z0, value=jnp.zeros((), dtype), grad=jnp.zeros_like(z0), solution=solution0,
-        search=strategy.initial(z0, jnp.zeros((), dtype), jnp.zeros_like(z0), solution0),
-        memory=strategy.memory_init(z0), steps=jnp.asarray(0), history=jnp.full((max_steps,), jnp.nan, dtype),
-        code=jnp.asarray(_RUNNING, jnp.int32), restarted=jnp.asarray(False), started=jnp.asarray(False),
-    )
-
-    def iteration(s: _Loop) -> _Loop:
-        """One evaluation of the objective (its only call site in the program), then the step logic."""
-        init = s.solution.warm_start
-        trial = strategy.trial(s.z, s.search)
-        value, grad, solution = evaluate(trial, init)
-        search, done, found, candidate = strategy.observe(s.z, s.search, value, grad, solution)
-        first = ~s.started  # the start: taken as it is
-        done = done | first
-        candidate = optax.tree.where(first, (trial, value, grad, solution), candidate)
-        _, new_value, _, _ = candidate
-        change = s.value - new_value  # NaN or -inf at an infeasible point
-        # L-BFGS must raise the objective; fixed-step optimisers such as Adam need only change it.
-        progress_made = found & ((change if strategy.monotone else jnp.abs(change)) > ftol * (1.0 + jnp.abs(s.value)))
-        accept = first | (progress_made if strategy.monotone else found)
-        step_done = done & ~first
-        z, value, grad, solution = optax.tree.where(done & accept, candidate, (s.z, s.value, s.grad, s.solution))
-        # Without progress, restart the optimiser from the last point; twice in a row: stalled.
-        memory = optax.tree.where(step_done & ~progress_made, strategy.memory_init(z), s.memory)
-        active = box.active_set(z, grad, lo, hi)
-        grad_norm, code = gradient_test(z, grad, value, active)
-        limit = jnp.where(first, 0, s.steps + 1)
-        code = jnp.where(step_done & (code == _RUNNING) & ~progress_made & s.restarted, Status.STALLED, code)
-        code = jnp.where((code == _RUNNING) & (limit >= max_steps), Status.MAX_STEPS, code)
-        code = jnp.where(done, code, _RUNNING).astype(jnp.int32)
-        history = jnp.where(step_done, s.history.at[s.steps].set(-value), s.history)
-        if progress is not None:
-            # Reported from the running problems only: under vmap a stopped problem's iterations are discarded.
-            step, stopped = s.steps + step_done, code != _RUNNING
-            report(progress, "fit", (s.code == _RUNNING) & done & due(step, every, stopped), step, stopped,
-                   total=max_steps, objective=-value, grad_norm=grad_norm, improved=progress_made,
-                   status=code)
-        new_search, new_memory = strategy.begin(
-            z, value, grad, active, memory, solution, line_objective(solution.warm_start)
-        )
-        search, memory = optax.tree.where(done, (new_search, new_memory), (search, memory))
-        return _Loop(
-            z=z, value=value, grad=grad, solution=solution, search=search, memory=memory,
-            steps=s.steps + step_done, history=history, code=code,
-            restarted=jnp.where(step_done, ~progress_made, s.restarted), started=jnp.asarray(True),
-        )
-
-    s = lax.while_loop(lambda s: s.code == _RUNNING, iteration, state)
-    grad_norm, _ = gradient_test(s.z, s.grad, s.value, box.active_set(s.z, s.grad, lo, hi))
-    kernel, likelihood = build(s.z)
-    result = FitResult(
-        kernel=kernel,
-        likelihood=likelihood,
-        posterior=s.solution.conditioned(kernel, likelihood, X),
-        objective=-s.value,
-        history=s.history,
-        num_steps=s.steps,
-        grad_norm=grad_norm,
-        status=s.code,
-    )
-    return raise_unless_successful(result, s.code, "fit") if throw else result
+    result = run(MarginalLikelihoodAscent(
+        method, static, from_free, unravel, X, y, mask, key, log_prior, warm_start_inner, lo, hi, gtol, ftol,
+        strategy, z0, max_steps, progress, every,
+    ))
+    return raise_unless_successful(result, result.status, "fit") if throw else result
 
 
-class _Loop(NamedTuple):
+class FitState(eqx.Module):
     """The state of fit's loop: the accepted point and the method's typed solution there (the posterior's fields
     computed from K), the pending line search, the optimiser's memory and the record."""
 
@@ -336,6 +232,156 @@ class _Loop(NamedTuple):
     code: Array
     restarted: Array
     started: Array
+
+
+class MarginalLikelihoodAscent(AbstractIterativeSolver):
+    """:func:`fit`'s optimiser on :func:`gpclass._iterate.run`: each step of the loop is one evaluation of the
+    objective and its gradient at a trial point (module docstring), and the loop ends when ``code`` says
+    why (the :class:`gpclass.Status`; ``max_optimizer_steps`` counts optimiser steps, not evaluations).
+    The result is the :class:`FitResult`."""
+
+    method: AbstractInference
+    static: object
+    from_free: Callable
+    unravel: Callable
+    X: Array
+    y: Array
+    mask: Array | None
+    key: Array | None
+    log_prior: Callable | None
+    warm_start_inner: bool
+    lo: np.ndarray
+    hi: np.ndarray
+    gtol: float
+    ftol: float
+    strategy: object
+    z0: Array
+    max_optimizer_steps: int
+    progress: Progress | None
+    every: object
+    max_steps = None  # the loop ends itself (``code``)
+
+    def build(self, z):
+        return eqx.combine(self.from_free(self.unravel(z)), self.static)
+
+    def negative_objective(self, z, init):
+        # Line searches probe extreme hyperparameters where the inner solver may fail: there the objective is
+        # -inf (an infeasible point the line search backs off from), not an exception, and the solution's
+        # status says so.  The loop carries the solution (the fields computed from K), not the posterior.
+        kernel, likelihood = self.build(z)
+        solve_likelihood = likelihood if self.mask is None else Masked(likelihood)
+        start = init if self.warm_start_inner else None
+        solution = solve(self.method, prior_covariance(kernel, self.X), solve_likelihood, self.y, start, self.key)
+        value = solution.log_marginal
+        if self.log_prior is not None:
+            value = value + self.log_prior(kernel, likelihood)
+        return -value, solution
+
+    def evaluate(self, z, init):
+        """(-objective, gradient, solution); an infeasible point gives (inf, 0, solution)."""
+        (value, solution), grad = jax.value_and_grad(self.negative_objective, has_aux=True)(z, init)
+        ok = solution.info.converged & jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
+        return jnp.where(ok, value, jnp.inf), jnp.where(ok, grad, 0.0), solution
+
+    def line_objective(self, init):
+        """-objective as a function for the line search: value and gradient masked like ``evaluate``'s."""
+
+        @jax.custom_jvp
+        def value(z):
+            v, solution = self.negative_objective(z, init)
+            return jnp.where(solution.info.converged & jnp.isfinite(v), v, jnp.inf)
+
+        @value.defjvp
+        def value_jvp(primals, tangents):
+            v, grad, _ = self.evaluate(primals[0], init)
+            return v, optax.tree.vdot(grad, tangents[0])
+
+        return value
+
+    def gradient_test(self, z, grad, value, active):
+        """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING, or FAILED where the value is not finite)."""
+        pg_norm = jnp.max(jnp.abs(box.projected(grad, active)))
+        on_bound = box.any_at_bound(z, self.lo, self.hi)
+        code = jnp.where(pg_norm <= self.gtol, jnp.where(on_bound, Status.AT_BOUND, Status.CONVERGED), _RUNNING)
+        return pg_norm, jnp.where(jnp.isfinite(value), code, Status.FAILED).astype(jnp.int32)
+
+    def init(self) -> FitState:
+        z0, dtype, strategy = self.z0, self.z0.dtype, self.strategy
+        solution0 = _zeros_like_output(self.negative_objective, z0, None)[1]
+        return FitState(
+            z=z0, value=jnp.zeros((), dtype), grad=jnp.zeros_like(z0), solution=solution0,
+            search=strategy.initial(z0, jnp.zeros((), dtype), jnp.zeros_like(z0), solution0),
+            memory=strategy.memory_init(z0), steps=jnp.asarray(0),
+            history=jnp.full((self.max_optimizer_steps,), jnp.nan, dtype),
+            code=jnp.asarray(_RUNNING, jnp.int32), restarted=jnp.asarray(False), started=jnp.asarray(False),
+        )
+
+    def step(self, s: FitState) -> FitState:
+        """One evaluation of the objective (its only call site in the program), then the step logic."""
+        strategy, lo, hi = self.strategy, self.lo, self.hi
+        init = s.solution.warm_start
+        trial = strategy.trial(s.z, s.search)
+        value, grad, solution = self.evaluate(trial, init)
+        search, done, found, candidate = strategy.observe(s.z, s.search, value, grad, solution)
+        first = ~s.started  # the start: taken as it is
+        done = done | first
+        candidate = optax.tree.where(first, (trial, value, grad, solution), candidate)
+        _, new_value, _, _ = candidate
+        change = s.value - new_value  # NaN or -inf at an infeasible point
+        # L-BFGS must raise the objective; fixed-step optimisers such as Adam need only change it.
+        progress_made = found & ((change if strategy.monotone else jnp.abs(change))
+                                 > self.ftol * (1.0 + jnp.abs(s.value)))
+        accept = first | (progress_made if strategy.monotone else found)
+        step_done = done & ~first
+        z, value, grad, solution = optax.tree.where(done & accept, candidate, (s.z, s.value, s.grad, s.solution))
+        # Without progress, restart the optimiser from the last point; twice in a row: stalled.
+        memory = optax.tree.where(step_done & ~progress_made, strategy.memory_init(z), s.memory)
+        active = box.active_set(z, grad, lo, hi)
+        grad_norm, code = self.gradient_test(z, grad, value, active)
+        limit = jnp.where(first, 0, s.steps + 1)
+        code = jnp.where(step_done & (code == _RUNNING) & ~progress_made & s.restarted, Status.STALLED, code)
+        code = jnp.where((code == _RUNNING) & (limit >= self.max_optimizer_steps), Status.MAX_STEPS, code)
+        code = jnp.where(done, code, _RUNNING).astype(jnp.int32)
+        history = jnp.where(step_done, s.history.at[s.steps].set(-value), s.history)
+        if self.progress is not None:
+            # Reported from the running problems only: under vmap a stopped problem's iterations are discarded.
+            step, stopped = s.steps + step_done, code != _RUNNING
+            report(self.progress, "fit", (s.code == _RUNNING) & done & due(step, self.every, stopped), step,
+                   stopped, total=self.max_optimizer_steps, objective=-value, grad_norm=grad_norm,
+                   improved=progress_made, status=code)
+        new_search, new_memory = strategy.begin(
+            z, value, grad, active, memory, solution, self.line_objective(solution.warm_start)
+        )
+        search, memory = optax.tree.where(done, (new_search, new_memory), (search, memory))
+        return FitState(
+            z=z, value=value, grad=grad, solution=solution, search=search, memory=memory,
+            steps=s.steps + step_done, history=history, code=code,
+            restarted=jnp.where(step_done, ~progress_made, s.restarted), started=jnp.asarray(True),
+        )
+
+    def terminate(self, s: FitState):
+        return s.code != _RUNNING, jnp.asarray(False)
+
+    def finite(self, s: FitState):
+        return jnp.isfinite(s.value)
+
+    def status(self, s: FitState, converged, num_steps):
+        return s.code
+
+    def postprocess(self, solution) -> FitResult:
+        s = solution.state
+        grad_norm, _ = self.gradient_test(s.z, s.grad, s.value, box.active_set(s.z, s.grad, self.lo, self.hi))
+        kernel, likelihood = self.build(s.z)
+        return FitResult(
+            kernel=kernel,
+            likelihood=likelihood,
+            posterior=s.solution.conditioned(kernel, likelihood, self.X),
+            objective=-s.value,
+            history=s.history,
+            num_steps=s.steps,
+            grad_norm=grad_norm,
+            status=s.code,
+        )
 
 
 class _OptaxSteps:

@@ -2,13 +2,15 @@
 
 import functools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import gpclass as gpc
 from gpclass._cg import conjugate_gradients
-from gpclass._iterate import iterate
+from gpclass._inference._search import first_acceptable, halving_search
+from gpclass._iterate import AbstractIterativeSolver, iterate, run
 
 
 @functools.partial(gpc.jit, static_argnums=1)
@@ -61,3 +63,76 @@ def test_conjugate_gradients_solves_to_tolerance_and_reports_the_limit():
     assert energy_error(np.asarray(x3)) < energy_error(np.zeros(12))
     x0, _, status0 = cg(A, np.zeros(12), 100)  # b = 0: x = 0, no 0/0
     assert gpc.Status(int(status0)) == gpc.Status.CONVERGED and not np.any(np.asarray(x0))
+
+
+class _Bisection(AbstractIterativeSolver):
+    """Bisection for the root of x^3 - 2 in [lo, hi]: a solver Module, with its own status when the bracket
+    holds no sign change and a result made by ``postprocess``."""
+
+    lo: float
+    hi: float
+    max_steps: int | None
+
+    def init(self):
+        return jnp.asarray(self.lo), jnp.asarray(self.hi)
+
+    def step(self, state):
+        lo, hi = state
+        mid = 0.5 * (lo + hi)
+        below = mid**3 - 2.0 < 0
+        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+
+    def terminate(self, state):
+        lo, hi = state
+        return hi - lo <= 1e-12, (lo**3 - 2.0) * (hi**3 - 2.0) > 0
+
+    def finite(self, state):
+        return jnp.all(jnp.isfinite(jnp.stack(state)))
+
+    def status(self, state, converged, num_steps):
+        no_root = (state[0] ** 3 - 2.0) * (state[1] ** 3 - 2.0) > 0
+        return jnp.where(no_root, gpc.Status.FAILED, super().status(state, converged, num_steps))
+
+    def postprocess(self, solution):
+        return 0.5 * (solution.state[0] + solution.state[1]), solution.num_steps, solution.status
+
+
+@pytest.mark.parametrize("lo, hi, max_steps, status", [
+    (0.0, 2.0, None, gpc.Status.CONVERGED),  # no limit: 2 / 2^k <= 1e-12 after 41 steps
+    (0.0, 2.0, 10, gpc.Status.MAX_STEPS),
+    (2.0, 3.0, None, gpc.Status.FAILED),  # no sign change: the solver's own status
+])
+def test_a_solver_module_runs_on_the_driver(lo, hi, max_steps, status):
+    with jax.enable_x64(True):
+        root, steps, code = gpc.jit(lambda: run(_Bisection(lo, hi, max_steps)))()
+        assert int(code) == status
+        if status == gpc.Status.CONVERGED:
+            assert int(steps) == 41 and abs(float(root) - 2.0 ** (1.0 / 3.0)) <= 1e-12
+        if status == gpc.Status.MAX_STEPS:
+            assert int(steps) == 10 and abs(float(root) - 2.0 ** (1.0 / 3.0)) <= 2.0 / 2**10
+        if status == gpc.Status.FAILED:
+            assert int(steps) == 1  # the stall ends the loop after the first step
+
+
+@pytest.mark.parametrize("evaluated, acceptable_from, expect", [
+    (True, 3, (3, [1, 2, 3])),  # candidate 0 given: 1, 2, 3 evaluated
+    (False, 3, (3, [0, 1, 2, 3])),  # candidate 0 evaluated in the loop
+    (False, 0, (0, [0])),
+    (True, 9, (5, [1, 2, 3, 4, 5])),  # none acceptable: the last, 5
+])
+def test_first_acceptable_tries_candidates_in_order_up_to_the_last(evaluated, acceptable_from, expect):
+    tried = []
+
+    def candidate(i):
+        jax.debug.callback(lambda i: tried.append(int(i)), i, ordered=True)
+        return 10 * i
+
+    value, i = first_acceptable(candidate, lambda v: v >= 10 * acceptable_from, jnp.asarray(0), last=5,
+                                evaluated=evaluated)
+    jax.effects_barrier()
+    assert (int(i), tried) == expect and int(value) == 10 * expect[0]
+
+
+def test_halving_search_gives_exact_powers_of_two():
+    t, value = halving_search(lambda t: t, lambda v: v <= 0.1, jnp.asarray(1.0), 10, jnp.float32)
+    assert float(t) == float(value) == 0.0625 and t.dtype == jnp.float32

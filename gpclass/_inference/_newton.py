@@ -19,18 +19,18 @@ reporting convergence.
 """
 
 from collections.abc import Callable
-from typing import NamedTuple
 
+import equinox as eqx
 import jax.numpy as jnp
 from jax import lax
 
-from .._iterate import all_finite, iterate, relative_change
+from .._iterate import AbstractIterativeSolver, Solution, all_finite, relative_change
 from .._status import Status
 from .._types import Array
 from ._search import halving_search
 
 
-class _Newton(NamedTuple):
+class NewtonState(eqx.Module):
     """The current point a, f = K a and Psi(a); the last full step's relative size in f, the residual
     (:func:`mode_residual`) where the last small step ended, and how it ended."""
 
@@ -65,21 +65,11 @@ def mode_residual(f: Array, k_grad: Array, k_abs_grad: Array) -> Array:
     return jnp.max(excess) / (1.0 + jnp.max(jnp.abs(f)))
 
 
-def newton(
-    psi: Callable[[Array], tuple[Array, Array]],
-    direction: Callable[[Array, Array], tuple[Array, Array]],
-    residual: Callable[[Array], Array],
-    a0: Array,
-    *,
-    tol: float | None,
-    residual_tol: float | None = None,
-    max_steps: int,
-    max_halvings: int,
-    until_unresolved: bool = False,
-):
-    """Maximise Psi from a0; returns (f^, a^, steps, status, size of the last full step).
+class Newton(AbstractIterativeSolver):
+    """Maximise Psi from a0 (:func:`gpclass._iterate.run`); the result is (f^, a^, steps, status, size of the
+    last full step).
 
-    Args:
+    Fields:
         psi: ``psi(a) -> (Psi(a), f = K a)``.
         direction: ``direction(a, f) -> (Newton step in a, rounding level of Psi at a)``.
         residual: ``residual(f)``, the residual of the mode's equation at f as :func:`mode_residual`
@@ -101,21 +91,38 @@ def newton(
             its directions are poor, and it would otherwise run on with
             halved steps and no resolvable progress.
     """
-    eps = jnp.finfo(a0.dtype).eps
-    tol = jnp.sqrt(eps) if tol is None else tol
-    residual_tol = RESIDUAL_TOL if residual_tol is None else residual_tol
 
-    def rounding(psi_now, noise):
-        return 8.0 * (noise + eps * jnp.abs(psi_now))
+    psi: Callable[[Array], tuple[Array, Array]]
+    direction: Callable[[Array, Array], tuple[Array, Array]]
+    residual: Callable[[Array], Array]
+    a0: Array
+    tol: float | None
+    max_steps: int
+    max_halvings: int
+    residual_tol: float | None = None
+    until_unresolved: bool = False
 
-    def acceptable(psi_t, psi_now, noise):
-        # Psi must not decrease beyond its rounding level: near the mode a Newton
-        # step of size delta changes Psi by O(delta^2), below what Psi resolves.
-        return psi_t >= psi_now - rounding(psi_now, noise)
+    def init(self) -> NewtonState:
+        psi0, f0 = self.psi(self.a0)
+        false = jnp.asarray(False)
+        inf = jnp.asarray(jnp.inf, self.a0.dtype)
+        return NewtonState(self.a0, f0, psi0, inf, inf, false, false, false)
 
-    def step(s: _Newton) -> _Newton:
-        da, noise = direction(s.a, s.f)
-        psi_t, f_t = psi(s.a + da)
+    def step(self, s: NewtonState) -> NewtonState:
+        eps = jnp.finfo(s.a.dtype).eps
+        tol = jnp.sqrt(eps) if self.tol is None else self.tol
+        residual_tol = RESIDUAL_TOL if self.residual_tol is None else self.residual_tol
+
+        def rounding(psi_now, noise):
+            return 8.0 * (noise + eps * jnp.abs(psi_now))
+
+        def acceptable(psi_t, psi_now, noise):
+            # Psi must not decrease beyond its rounding level: near the mode a Newton
+            # step of size delta changes Psi by O(delta^2), below what Psi resolves.
+            return psi_t >= psi_now - rounding(psi_now, noise)
+
+        da, noise = self.direction(s.a, s.f)
+        psi_t, f_t = self.psi(s.a + da)
         # Converged when the full Newton step is small (then it is taken whatever
         # Psi says, as Psi cannot resolve such a step); otherwise halve the step
         # until Psi does not decrease: the Newton direction ascends Psi (concave
@@ -123,35 +130,40 @@ def newton(
         change = relative_change(f_t, s.f)
         small = change <= tol
 
-        t, (psi_t, f_t) = halving_search(lambda t: psi(s.a + t * da),
+        t, (psi_t, f_t) = halving_search(lambda t: self.psi(s.a + t * da),
                                          lambda value: small | acceptable(value[0], s.psi, noise),
-                                         (psi_t, f_t), max_halvings, s.a.dtype)
+                                         (psi_t, f_t), self.max_halvings, s.a.dtype)
         accepted = small | acceptable(psi_t, s.psi, noise)
         keep = lambda new, old: jnp.where(accepted, new, old)  # noqa: E731
         # The residual where a small step ends, which is what the result will be (in low precision a small
         # last step can still move it, by up to (I + K W) times the step).  Only a small step needs it: the
         # products with K it takes (memory-bound, 10-15 % of a sparse Newton step) are skipped otherwise.
-        residual_t = lax.cond(small, residual, lambda f: s.residual, f_t)
+        residual_t = lax.cond(small, self.residual, lambda f: s.residual, f_t)
         resolved = residual_t <= residual_tol
         # A small step that leaves the residual above tol and no smaller than half the last small step's:
         # rounding, not the iterations, limits it now (module docstring).
         imprecise = small & ~resolved & (residual_t > 0.5 * s.residual)
         done = small & resolved
-        if until_unresolved:  # a start for higher precision: as far as this precision goes, residual or not
+        if self.until_unresolved:  # a start for higher precision: as far as this precision goes, residual or not
             done = small | (accepted & ((t < 1) | (psi_t <= s.psi + rounding(s.psi, noise))))
             imprecise = jnp.asarray(False)
         # A step that cannot be accepted at any length ends the iterations unconverged (stalled).
-        return _Newton(keep(s.a + t * da, s.a), keep(f_t, s.f), keep(psi_t, s.psi), change, residual_t,
-                       done & jnp.isfinite(psi_t), ~accepted | imprecise, imprecise)
+        return NewtonState(keep(s.a + t * da, s.a), keep(f_t, s.f), keep(psi_t, s.psi), change, residual_t,
+                           done & jnp.isfinite(psi_t), ~accepted | imprecise, imprecise)
 
-    psi0, f0 = psi(a0)
-    false = jnp.asarray(False)
-    inf = jnp.asarray(jnp.inf, a0.dtype)
-    start = _Newton(a0, f0, psi0, inf, inf, false, false, false)
-    end = iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=max_steps,
-                  finite=lambda s: all_finite(s.f),
-                  stall_status=lambda s: jnp.where(s.imprecise, Status.IMPRECISE, Status.STALLED))
-    return end.state.f, end.state.a, end.num_steps, end.status, end.state.change
+    def terminate(self, s: NewtonState):
+        return s.converged, s.stalled
+
+    def finite(self, s: NewtonState):
+        return all_finite(s.f)
+
+    def status(self, s: NewtonState, converged, num_steps):
+        status = super().status(s, converged, num_steps)
+        return jnp.where((status == Status.STALLED) & s.imprecise, Status.IMPRECISE, status).astype(status.dtype)
+
+    def postprocess(self, solution: Solution):
+        s = solution.state
+        return s.f, s.a, solution.num_steps, solution.status, s.change
 
 
 def better_start(psi: Callable[[Array], tuple[Array, Array]], a_init, dtype) -> Array:

@@ -47,7 +47,6 @@ differentiated and memory does not depend on the number of sweeps.
 """
 
 import functools
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -59,7 +58,7 @@ from .. import _anderson as anderson
 from .._covariance import AbstractCovariance, AbstractFactor, AbstractSitesCovariance
 from .._covariance._base import MATRIX, PRIOR
 from .._exceptions import GPClassError
-from .._iterate import all_finite, iterate, relative_change, tolerance
+from .._iterate import AbstractIterativeSolver, all_finite, relative_change, run, tolerance
 from .._linalg import inverse_from_cholesky
 from .._status import Status
 from .._types import Array
@@ -143,7 +142,7 @@ class EP(AbstractInference):
         n, dtype = op.shape[0], op.dtype
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
-        end = _run_sweeps(self, sequential, *lax.stop_gradient((op, likelihood, y, tau0, nu0)), key)
+        end = run(SweepSolver(self, sequential, *lax.stop_gradient((op, likelihood, y, tau0, nu0)), key))
         sites = lax.stop_gradient((end.state.tau, end.state.nu))
         # The sites as a differentiable function of the prior and the likelihood (module docstring): the posterior
         # depends on them, and their adjoint is solved only when something differentiated depends on them.
@@ -280,7 +279,7 @@ def _parallel_system(op, likelihood, y, sites):
     return new_sites, LinearMap(apply, matrix if cov.has_matrix else None)
 
 
-class _Sweeps(NamedTuple):
+class Sweeps(eqx.Module):
     """EP's state after a sweep: the sites, their factorisation, Sigma and the marginals, log Z_EP, and the last
     sweep's changes."""
 
@@ -297,48 +296,70 @@ class _Sweeps(NamedTuple):
     memory: anderson.Memory | None  # Anderson acceleration's past sweeps (EP.anderson)
 
 
-def _run_sweeps(method: EP, sequential: bool, op, likelihood, y, tau0, nu0, key):
-    """EP sweeps (:func:`gpclass._iterate.iterate`) until the sites and log Z_EP stop changing.
+class SweepSolver(AbstractIterativeSolver):
+    """EP sweeps (:func:`gpclass._iterate.run`) until the sites and log Z_EP stop changing.
 
     One factorisation per sweep (``op.factor``), shared by log Z_EP and the next sweep's marginals; the
     sweep's output is extrapolated by Anderson acceleration (``EP.anderson``).
     """
-    n = op.shape[0]
-    tol = method.resolved_tol(op.dtype)
-    damping = method.resolved_damping(likelihood, sequential)
-    accelerate = method.anderson > 0 and (not sequential or method.order == "fixed")
 
-    def sweep(s: _Sweeps):
-        if not sequential:  # every site from the current marginals
-            new_tau, new_nu = site_update(likelihood, y, *cavity(s.sigma_diag, s.mu, s.tau, s.nu))
+    method: EP
+    sequential: bool
+    op: AbstractCovariance
+    likelihood: object
+    y: Array
+    tau0: Array
+    nu0: Array
+    key: Array | None
+
+    @property
+    def max_steps(self):
+        return self.method.max_steps
+
+    @property
+    def _accelerate(self):
+        return self.method.anderson > 0 and (not self.sequential or self.method.order == "fixed")
+
+    def _sweep(self, s: Sweeps):
+        damping = self.method.resolved_damping(self.likelihood, self.sequential)
+        if not self.sequential:  # every site from the current marginals
+            new_tau, new_nu = site_update(self.likelihood, self.y, *cavity(s.sigma_diag, s.mu, s.tau, s.nu))
             return (1.0 - damping) * s.tau + damping * new_tau, (1.0 - damping) * s.nu + damping * new_nu
-        order = None if method.order == "fixed" else jax.random.permutation(jax.random.fold_in(key, s.sweep), n)
-        return _sequential_sweep(s.cov.matrix(), s.mu, likelihood, y, s.tau, s.nu, damping, order)
+        n = self.op.shape[0]
+        order = (None if self.method.order == "fixed"
+                 else jax.random.permutation(jax.random.fold_in(self.key, s.sweep), n))
+        return _sequential_sweep(s.cov.matrix(), s.mu, self.likelihood, self.y, s.tau, s.nu, damping, order)
 
-    def evaluate(tau, nu):
+    def _evaluate(self, tau, nu):
+        op, likelihood, y = self.op, self.likelihood, self.y
         factor = op.factor(tau)
         cov = factor.covariance(op)
         sigma_diag, mu = cov.variance(), cov.times(nu)
         return factor, cov, sigma_diag, mu, _log_marginal_from(op, likelihood, y, tau, nu, factor, cov, sigma_diag, mu)
 
-    def step(s: _Sweeps) -> _Sweeps:
-        tau, nu = sweep(s)
+    def init(self) -> Sweeps:
+        inf = jnp.asarray(jnp.inf, self.op.dtype)
+        tau0, nu0 = self.tau0, self.nu0
+        memory = anderson.start(jnp.concatenate([tau0, nu0]), self.method.anderson) if self._accelerate else None
+        factor, cov, sigma_diag, mu, _ = self._evaluate(tau0, nu0)
+        return Sweeps(tau0, nu0, factor, cov, sigma_diag, mu, -inf, jnp.asarray(0), inf, inf, memory)
+
+    def step(self, s: Sweeps) -> Sweeps:
+        tau, nu = self._sweep(s)
         change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))  # the sweep's own
         memory = s.memory
-        if accelerate:
+        if self._accelerate:
             tau, nu, memory = extrapolate_sites(memory, s.tau, s.nu, tau, nu)
-        factor, cov, sigma_diag, mu, log_z = evaluate(tau, nu)
-        return _Sweeps(tau, nu, factor, cov, sigma_diag, mu, log_z, s.sweep + 1, change, jnp.abs(log_z - s.log_z),
-                       memory)
+        factor, cov, sigma_diag, mu, log_z = self._evaluate(tau, nu)
+        return Sweeps(tau, nu, factor, cov, sigma_diag, mu, log_z, s.sweep + 1, change, jnp.abs(log_z - s.log_z),
+                      memory)
 
-    def terminate(s: _Sweeps):
+    def terminate(self, s: Sweeps):
+        tol = self.method.resolved_tol(self.op.dtype)
         return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
 
-    inf = jnp.asarray(jnp.inf, op.dtype)
-    memory = anderson.start(jnp.concatenate([tau0, nu0]), method.anderson) if accelerate else None
-    factor, cov, sigma_diag, mu, _ = evaluate(tau0, nu0)
-    start = _Sweeps(tau0, nu0, factor, cov, sigma_diag, mu, -inf, jnp.asarray(0), inf, inf, memory)
-    return iterate(step, terminate, start, max_steps=method.max_steps, finite=lambda s: all_finite(s.tau, s.nu))
+    def finite(self, s: Sweeps):
+        return all_finite(s.tau, s.nu)
 
 
 def _sequential_sweep(Sigma, mu, likelihood, y, tau, nu, damping, order=None, block=64, panels=None):

@@ -47,8 +47,6 @@ reverse mode only when a prediction is differentiated
 (:func:`gpclass._inference._implicit.implicit_fixed_point`).
 """
 
-from typing import NamedTuple
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -56,7 +54,7 @@ from jax import lax
 
 from .._covariance import AbstractCovariance, AbstractFactor, AbstractSitesCovariance
 from .._covariance._base import BOUND
-from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
+from .._iterate import AbstractIterativeSolver, all_finite, relative_change, rounding_level, run, tolerance
 from .._status import Status
 from .._types import Array
 from .._validation import require_setting
@@ -105,7 +103,7 @@ class JaakkolaJordan(AbstractInference):
         # method).
         prior_nu = jnp.sqrt(op.diagonal() + op.trace_variance())
         nu0 = prior_nu if init is None else jnp.where(jnp.asarray(init, dtype) > 0, jnp.asarray(init, dtype), prior_nu)
-        end = _optimise(self, *lax.stop_gradient((op, y, nu0)), tolerance(self.tol, dtype, 1e-10, 1e-5))
+        end = run(LowerBoundSolver(self, *lax.stop_gradient((op, y, nu0)), tolerance(self.tol, dtype, 1e-10, 1e-5)))
         nu, status = lax.stop_gradient(end.state.nu), end.status
         # Differentiable in the prior with nu held fixed: the envelope theorem (module docstring).
         factor = op.factor_given(2.0 * jj_lambda(nu), end.state.factor)
@@ -164,7 +162,7 @@ def _em_system(op, likelihood, y, nu):
     return _em_map(op, y, nu, op.factor(2.0 * jj_lambda(nu)).covariance(op))
 
 
-class _LowerState(NamedTuple):
+class LowerState(eqx.Module):
     """nu, the factorisation of B at the sites 2 lambda(nu) and its Sigma, log Z'(nu), the last relative change
     of nu."""
 
@@ -176,34 +174,48 @@ class _LowerState(NamedTuple):
     converged: Array
 
 
-def _optimise(method, op, y, nu0, tol):
-    """Newton steps on the stationarity condition nu_n^2 = E_q[a_n^2], safeguarded by EM (:func:`iterate`).
+class LowerBoundSolver(AbstractIterativeSolver):
+    """Newton steps on the stationarity condition nu_n^2 = E_q[a_n^2], safeguarded by EM (:func:`run`).
 
     A Newton candidate (I - J) delta = nu_EM - nu is taken when it does not lower log Z'; otherwise the
     EM update, which never lowers it.  EM alone converges linearly, at a rate that nears 1 for stiff
     kernels (thousands of steps at sigma_f^2 = e^8); near the optimum Newton converges quadratically.
     """
-    dtype = op.dtype
-    d = 0.5 * y
-    krylov = Krylov(method.krylov_steps, 1, 1e-8)
 
-    def evaluate(nu):
-        factor = op.factor(2.0 * jj_lambda(nu))
-        cov = factor.covariance(op)
-        return nu, factor, cov, lower_bound(op, y, nu, factor, cov)
+    method: JaakkolaJordan
+    op: AbstractCovariance
+    y: Array
+    nu0: Array
+    tol: float
 
-    def step(s: _LowerState) -> _LowerState:
+    @property
+    def max_steps(self):
+        return self.method.max_steps
+
+    def _evaluate(self, nu):
+        factor = self.op.factor(2.0 * jj_lambda(nu))
+        cov = factor.covariance(self.op)
+        return nu, factor, cov, lower_bound(self.op, self.y, nu, factor, cov)
+
+    def init(self) -> LowerState:
+        return LowerState(*self._evaluate(self.nu0), jnp.asarray(jnp.inf, self.op.dtype), jnp.asarray(False))
+
+    def step(self, s: LowerState) -> LowerState:
+        op, y, d = self.op, self.y, 0.5 * self.y
         nu_em, i_minus_j = _em_map(op, y, s.nu, s.cov)
-        nu_newton = jnp.abs(s.nu + solve(i_minus_j, nu_em - s.nu, krylov))  # the bound is even in nu
-        noise = rounding_level(dtype, 1.0 + jnp.abs(s.log_z) + jnp.abs(jnp.dot(d, op.mv(d))) + jnp.sum(s.nu))
-        newton = evaluate(nu_newton)
+        nu_newton = jnp.abs(s.nu + solve(i_minus_j, nu_em - s.nu, Krylov(self.method.krylov_steps, 1, 1e-8)))
+        # (the bound is even in nu)
+        noise = rounding_level(op.dtype, 1.0 + jnp.abs(s.log_z) + jnp.abs(jnp.dot(d, op.mv(d))) + jnp.sum(s.nu))
+        newton = self._evaluate(nu_newton)
         nu, factor, cov, log_z = lax.cond(
-            jnp.isfinite(newton[3]) & (newton[3] >= s.log_z - noise), lambda: newton, lambda: evaluate(nu_em)
+            jnp.isfinite(newton[3]) & (newton[3] >= s.log_z - noise), lambda: newton, lambda: self._evaluate(nu_em)
         )
         change = relative_change(nu, s.nu)
-        converged = (change <= tol) & (jnp.abs(log_z - s.log_z) <= tol * (1.0 + jnp.abs(log_z)))
-        return _LowerState(nu, factor, cov, log_z, change, converged)
+        converged = (change <= self.tol) & (jnp.abs(log_z - s.log_z) <= self.tol * (1.0 + jnp.abs(log_z)))
+        return LowerState(nu, factor, cov, log_z, change, converged)
 
-    start = _LowerState(*evaluate(nu0), jnp.asarray(jnp.inf, dtype), jnp.asarray(False))
-    return iterate(step, lambda s: (s.converged, jnp.asarray(False)), start, max_steps=method.max_steps,
-                   finite=lambda s: all_finite(s.nu))
+    def terminate(self, s: LowerState):
+        return s.converged, jnp.asarray(False)
+
+    def finite(self, s: LowerState):
+        return all_finite(s.nu)

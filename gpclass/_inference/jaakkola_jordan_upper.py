@@ -23,15 +23,13 @@ on eta = logit(mu)'s own derivative, by the implicit function theorem at the
 stationarity condition eta = -y (C b) (:func:`_upper_target_and_jacobian`).
 """
 
-from typing import NamedTuple
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from .._exceptions import GPClassError
-from .._iterate import all_finite, iterate, rounding_level, tolerance
+from .._iterate import AbstractIterativeSolver, all_finite, rounding_level, run, tolerance
 from .._linalg import factor_b, solve_b
 from .._status import Status
 from .._types import Array
@@ -114,7 +112,7 @@ def _upper_fixed_point(K, likelihood, y, eta):
     return -y * (K @ (y * mu)), LinearMap(lambda x: x - jacobian @ x, lambda: identity_minus(y.shape[0], jacobian))
 
 
-class _UpperState(NamedTuple):
+class UpperState(eqx.Module):
     """eta = logit(mu), log Z''(eta), the last change of mu, and how the last step ended."""
 
     eta: Array
@@ -124,34 +122,53 @@ class _UpperState(NamedTuple):
     stalled: Array
 
 
-def _solve_upper(method, K, y, init, tol):
-    """Damped Newton iterations on the convex log Z''(mu) (:func:`gpclass._iterate.iterate`)."""
-    dtype = K.dtype
-    eta0 = jnp.zeros_like(y) if init is None else jnp.asarray(init, dtype)
+class UpperBoundSolver(AbstractIterativeSolver):
+    """Damped Newton iterations on the convex log Z''(mu) (:func:`gpclass._iterate.run`)."""
 
-    def step(s: _UpperState) -> _UpperState:
+    K: Array
+    y: Array
+    eta0: Array
+    tol: float
+    max_steps: int
+    max_halvings: int
+
+    def init(self) -> UpperState:
+        false = jnp.asarray(False)
+        return UpperState(self.eta0, upper_bound(self.K, self.y, self.eta0), jnp.asarray(jnp.inf, self.K.dtype),
+                          false, false)
+
+    def step(self, s: UpperState) -> UpperState:
+        K, y = self.K, self.y
         direction = _upper_newton_direction(K, y, s.eta)
         # Rounding level of the objective: the largest terms are |b^T C b| and the entropies.
         scale = jnp.abs(s.value) + jnp.dot(jnp.abs(y), jnp.abs(K) @ jnp.ones_like(y)) + y.shape[0]
-        noise = rounding_level(dtype, scale)
+        noise = rounding_level(K.dtype, scale)
 
         t, new_value = halving_search(lambda t: upper_bound(K, y, s.eta + t * direction),
                                       lambda value: value <= s.value + noise,
-                                      upper_bound(K, y, s.eta + direction), method.max_halvings, dtype)
+                                      upper_bound(K, y, s.eta + direction), self.max_halvings, K.dtype)
         new_eta = s.eta + t * direction
         change = jnp.max(jnp.abs(jax.nn.sigmoid(new_eta) - jax.nn.sigmoid(s.eta)))
-        converged = (change <= tol) & (jnp.abs(new_value - s.value) <= tol * (1.0 + jnp.abs(new_value)))
+        converged = (change <= self.tol) & (jnp.abs(new_value - s.value) <= self.tol * (1.0 + jnp.abs(new_value)))
         accepted = new_value <= s.value + noise
         # A direction that cannot be accepted at any length ends the iterations unconverged (stalled).
-        return _UpperState(
+        return UpperState(
             jnp.where(accepted, new_eta, s.eta), jnp.where(accepted, new_value, s.value), change,
             converged & accepted, ~accepted,
         )
 
-    false = jnp.asarray(False)
-    start = _UpperState(eta0, upper_bound(K, y, eta0), jnp.asarray(jnp.inf, dtype), false, false)
-    end = iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=method.max_steps,
-                  finite=lambda s: all_finite(s.eta))
+    def terminate(self, s: UpperState):
+        return s.converged, s.stalled
+
+    def finite(self, s: UpperState):
+        return all_finite(s.eta)
+
+
+def _solve_upper(method, K, y, init, tol):
+    """log Z'' at its minimum (:class:`UpperBoundSolver`) and the posterior N(C b, C) of eq. 26."""
+    dtype = K.dtype
+    eta0 = jnp.zeros_like(y) if init is None else jnp.asarray(init, dtype)
+    end = run(UpperBoundSolver(K, y, eta0, tol, method.max_steps, method.max_halvings))
     eta, steps, status, change = end.state.eta, end.num_steps, end.status, end.state.change
     eta = lax.stop_gradient(eta)
     n = K.shape[0]

@@ -44,8 +44,6 @@ solved in reverse mode only when a prediction is differentiated
 (:func:`gpclass._inference._implicit.implicit_fixed_point`).
 """
 
-from typing import NamedTuple
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -54,7 +52,7 @@ from jax import lax
 from .._covariance import AbstractCovariance, AbstractFactor, AbstractSitesCovariance
 from .._covariance._base import BOUND
 from .._exceptions import GPClassError
-from .._iterate import all_finite, iterate, relative_change, rounding_level, tolerance
+from .._iterate import AbstractIterativeSolver, all_finite, relative_change, rounding_level, run, tolerance
 from .._status import Status
 from .._types import Array
 from .._validation import require_setting
@@ -63,6 +61,7 @@ from ._expectations import expected_log_lik_derivatives
 from ._implicit import implicit_fixed_point
 from ._linear_solve import Krylov, LinearMap, identity_minus, solve
 from ._posterior import SolverInfo, gaussian_posterior
+from ._search import first_acceptable
 
 
 class KL(AbstractInference):
@@ -106,7 +105,7 @@ class KL(AbstractInference):
         n, dtype = op.shape[0], op.dtype
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
-        end = _optimise(self, *lax.stop_gradient((op, likelihood, y, tau0, nu0)))
+        end = run(KLSolver(self, *lax.stop_gradient((op, likelihood, y, tau0, nu0))))
         tau, nu = lax.stop_gradient((end.state.tau, end.state.nu))
         factor = op.factor_given(tau, end.state.factor)
         # The posterior depends on the sites, differentiable by the implicit function theorem (solved only when
@@ -194,7 +193,7 @@ def _fixed_point_system(op, likelihood, y, sites):
     return _fixed_point_map(op, likelihood, y, tau, nu, op.factor(tau).covariance(op))[:2]
 
 
-class _KLState(NamedTuple):
+class KLState(eqx.Module):
     """The sites, their factorisation and Sigma, the ELBO; the natural-gradient step; how the last step ended."""
 
     tau: Array
@@ -208,58 +207,69 @@ class _KLState(NamedTuple):
     stalled: Array
 
 
-def _optimise(method: KL, op, likelihood, y, tau0, nu0):
-    """Newton steps on the fixed point, safeguarded by damped natural-gradient steps (:func:`iterate`).
+class KLSolver(AbstractIterativeSolver):
+    """Newton steps on the fixed point, safeguarded by damped natural-gradient steps (:func:`run`).
 
     Each step tries the Newton candidate, then the natural-gradient step with
-    beta, beta/2, ... until the ELBO does not decrease: the ELBO never decreases.
+    beta, beta/2, ... until the ELBO does not decrease (:func:`first_acceptable`): the ELBO never decreases.
     """
-    dtype = op.dtype
-    tol = tolerance(method.tol, dtype, 1e-10, 1e-6)
-    site_tol = tolerance(method.site_tol, dtype, 1e-8, 1e-4)
-    krylov = Krylov(method.krylov_steps, 1, 1e-8)
 
-    def site_change(new_tau, new_nu, tau, nu):
-        return jnp.maximum(relative_change(new_tau, tau), relative_change(new_nu, nu))
+    method: KL
+    op: AbstractCovariance
+    likelihood: object
+    y: Array
+    tau0: Array
+    nu0: Array
 
-    def evaluate(tau, nu):
-        factor = op.factor(tau)
-        cov = factor.covariance(op)
-        return tau, nu, factor, cov, elbo(op, likelihood, y, tau, nu, factor, cov)
+    @property
+    def max_steps(self):
+        return self.method.max_steps
 
-    def step(s: _KLState) -> _KLState:
-        target, i_minus_j, mu = _fixed_point_map(op, likelihood, y, s.tau, s.nu, s.cov)
-        delta = solve(i_minus_j, (target[0] - s.tau, target[1] - s.nu), krylov)
+    def _evaluate(self, tau, nu):
+        factor = self.op.factor(tau)
+        cov = factor.covariance(self.op)
+        return tau, nu, factor, cov, elbo(self.op, self.likelihood, self.y, tau, nu, factor, cov)
+
+    def init(self) -> KLState:
+        dtype, false = self.op.dtype, jnp.asarray(False)
+        return KLState(*self._evaluate(self.tau0, self.nu0), jnp.ones((), dtype), jnp.asarray(jnp.inf, dtype),
+                       false, false)
+
+    def step(self, s: KLState) -> KLState:
+        method, dtype = self.method, self.op.dtype
+        tol = tolerance(method.tol, dtype, 1e-10, 1e-6)
+        site_tol = tolerance(method.site_tol, dtype, 1e-8, 1e-4)
+        target, i_minus_j, mu = _fixed_point_map(self.op, self.likelihood, self.y, s.tau, s.nu, s.cov)
+        delta = solve(i_minus_j, (target[0] - s.tau, target[1] - s.nu), Krylov(method.krylov_steps, 1, 1e-8))
         newton = (jnp.maximum(s.tau + delta[0], 0.0), s.nu + delta[1])
         noise = rounding_level(dtype, 1.0 + jnp.abs(s.value) + jnp.sum(jnp.abs(target[1] * mu)))
 
-        def good(tau, nu, value):
-            return (value >= s.value - noise) | (site_change(tau, nu, s.tau, s.nu) <= site_tol)
+        def site_change(tau, nu):
+            return jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))
 
-        def try_again(a):
-            tau, nu, _, _, value, _, k = a
-            return (k == 0) | (~good(tau, nu, value) & (k <= method.max_halvings + 1))
+        def good(candidate):
+            tau, nu, _, _, value = candidate
+            return (value >= s.value - noise) | (site_change(tau, nu) <= site_tol)
 
-        def attempt(a):
-            *_, b, k = a
-            b = jnp.where(k <= 1, b, 0.5 * b)  # k = 0: Newton; k = 1: natural gradient with beta; then halve
-            use_newton = k == 0
-            tau = jnp.where(use_newton, newton[0], (1.0 - b) * s.tau + b * target[0])
-            nu = jnp.where(use_newton, newton[1], (1.0 - b) * s.nu + b * target[1])
-            return (*evaluate(tau, nu), b, k + 1)
+        def candidate(i):  # 0: Newton; i >= 1: natural gradient with beta 2^(1 - i)
+            b = jnp.ldexp(s.beta, 1 - i)
+            tau = jnp.where(i == 0, newton[0], (1.0 - b) * s.tau + b * target[0])
+            nu = jnp.where(i == 0, newton[1], (1.0 - b) * s.nu + b * target[1])
+            return self._evaluate(tau, nu)
 
-        # A do-while loop, so that the ELBO (the expensive graph) is traced once per step.
-        tau, nu, factor, cov, value, b, k = lax.while_loop(
-            try_again, attempt, (s.tau, s.nu, s.factor, s.cov, s.value, s.beta, 0))
-        accepted = good(tau, nu, value)
-        change = site_change(tau, nu, s.tau, s.nu)
-        small = (change <= site_tol) & (jnp.abs(value - s.value) <= tol * (1.0 + jnp.abs(value)))
+        # Candidate 0 inside the loop, so that the ELBO (the expensive graph) is traced once per step.
+        found, i = first_acceptable(candidate, good, (s.tau, s.nu, s.factor, s.cov, s.value),
+                                    last=method.max_halvings + 1, evaluated=False)
+        accepted = good(found)
+        change = site_change(found[0], found[1])
+        small = (change <= site_tol) & (jnp.abs(found[4] - s.value) <= tol * (1.0 + jnp.abs(found[4])))
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(accepted, a, b), new, old)  # noqa: E731
-        tau, nu, factor, cov, value = keep((tau, nu, factor, cov, value), (s.tau, s.nu, s.factor, s.cov, s.value))
-        beta = jnp.where(k > 1, jnp.minimum(2.0 * b, 1.0), s.beta)  # a natural-gradient step was taken
-        return _KLState(tau, nu, factor, cov, value, beta, change, accepted & small, ~accepted)
+        tau, nu, factor, cov, value = keep(found, (s.tau, s.nu, s.factor, s.cov, s.value))
+        beta = jnp.where(i >= 1, jnp.minimum(jnp.ldexp(s.beta, 2 - i), 1.0), s.beta)  # a natural-gradient step
+        return KLState(tau, nu, factor, cov, value, beta, change, accepted & small, ~accepted)
 
-    false = jnp.asarray(False)
-    start = _KLState(*evaluate(tau0, nu0), jnp.ones((), dtype), jnp.asarray(jnp.inf, dtype), false, false)
-    return iterate(step, lambda s: (s.converged, s.stalled), start, max_steps=method.max_steps,
-                   finite=lambda s: all_finite(s.tau, s.nu))
+    def terminate(self, s: KLState):
+        return s.converged, s.stalled
+
+    def finite(self, s: KLState):
+        return all_finite(s.tau, s.nu)

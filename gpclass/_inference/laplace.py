@@ -30,9 +30,10 @@ from jax import lax
 
 from .._covariance._base import MATRIX
 from .._exceptions import GPClassError
+from .._iterate import run
 from .._validation import require_setting
 from ._base import AbstractInference
-from ._newton import better_start, mode_residual, newton
+from ._newton import Newton, better_start, mode_residual
 from ._posterior import SolverInfo, gaussian_posterior
 
 
@@ -139,7 +140,7 @@ def _float32_start(method: Laplace, op, likelihood, y, a0):
     """
     single = lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x  # noqa: E731
     op32, likelihood32, y32, a32 = jax.tree.map(single, lax.stop_gradient((op, likelihood, y, a0)))
-    _, a32, steps, _, _ = newton(
+    _, a32, steps, _, _ = run(Newton(
         lambda a: _psi(op32, likelihood32, y32, a),
         lambda a, f: _direction(op32, likelihood32, y32, a, f),
         lambda f: _residual(op32, likelihood32, y32, f),
@@ -148,7 +149,7 @@ def _float32_start(method: Laplace, op, likelihood, y, a0):
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
         until_unresolved=True,
-    )
+    ))
     op, likelihood = lax.stop_gradient((op, likelihood))
     start = a32.astype(op.dtype)
     higher = _psi(op, likelihood, y, start)[0] > _psi(op, likelihood, y, a0)[0]  # False where either is NaN
@@ -201,7 +202,7 @@ def _mode(method: Laplace, op, likelihood, y, a0):
     Also returns the factorisation of B at f^ (no derivative): the adjoint solve and the log marginal
     likelihood share it.
     """
-    f, a, steps, status, change = newton(
+    f, a, steps, status, change = run(Newton(
         lambda a: _psi(op, likelihood, y, a),
         lambda a, f: _direction(op, likelihood, y, a, f),
         lambda f: _residual(op, likelihood, y, f),
@@ -210,7 +211,7 @@ def _mode(method: Laplace, op, likelihood, y, a0):
         residual_tol=method.residual_tol,
         max_steps=method.max_steps,
         max_halvings=method.max_halvings,
-    )
+    ))
     factor = likelihood.factor(op, likelihood.derivatives(y, f)[2])
     return f, steps, status, a, change, factor
 
