@@ -198,7 +198,7 @@ def section_marginals(args, record, data):
     plt = pyplot()
 
     Xtr, ytr, _, _ = data
-    fitted = gpc.fit(gpc.EP(), se(1.0, 1.0), PROBIT, Xtr, ytr)
+    fitted = gpc.fit(gpc.EP(), se(1.0, 1.0), PROBIT, Xtr, ytr, throw=False)
     kernel = fitted.kernel
     ep = gpc.infer(gpc.EP(), kernel, PROBIT, Xtr, ytr)
     la = gpc.infer(gpc.Laplace(), kernel, PROBIT, Xtr, ytr)

@@ -446,7 +446,7 @@ def section_fit(X_all, y_all, n, args):
     k0 = se_kernel(jnp.asarray(2 * LOG_SF), jnp.asarray(LOG_L))
 
     def run_fit(kernel, likelihood, X, y):
-        return gpc.fit(gpc.Laplace(), kernel, likelihood, X, y, max_steps=args.max_steps, gtol=args.gtol)
+        return gpc.fit(gpc.Laplace(), kernel, likelihood, X, y, max_steps=args.max_steps, gtol=args.gtol, throw=False)
 
     fit_jit = gpc.jit(run_fit)
     _, t_first = timed(lambda: fit_jit(k0, LIK, Xj, yj))
@@ -511,7 +511,7 @@ def section_batch(X_all, y_all, args):
     k0 = se_kernel(jnp.asarray(2 * LOG_SF), jnp.asarray(LOG_L))
 
     def one_fit(X, y):
-        return gpc.fit(gpc.Laplace(), k0, LIK, X, y, max_steps=args.max_steps, gtol=args.gtol)
+        return gpc.fit(gpc.Laplace(), k0, LIK, X, y, max_steps=args.max_steps, gtol=args.gtol, throw=False)
 
     batched = gpc.jit(jax.vmap(one_fit))
     _, t_first = timed(lambda: batched(Xs_j, ys_j))

@@ -38,7 +38,7 @@ idx = [np.random.default_rng(1000 + s).permutation(len(y_all))[:n] for s in rang
 Xs = np.stack([np.asarray(gpc.datasets.standardize(X_all[i])) for i in idx])
 ys = np.stack([y_all[i] for i in idx])
 kernel = gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(np.sqrt(Xs.shape[2])))
-fit = lambda X, y: gpc.fit(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y).objective
+fit = lambda X, y: gpc.fit(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y, throw=False).objective
 batched = gpc.jit(jax.vmap(fit)) if sys.argv[4] == "vmap" else gpc.sharded_vmap(fit)
 t0 = time.perf_counter(); jax.block_until_ready(batched(Xs, ys)); first = time.perf_counter() - t0
 runs = []

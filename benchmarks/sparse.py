@@ -64,7 +64,7 @@ def accuracy(args, info):
                                                   approximation=approximation, fit_inducing=args.fit_inducing)
 
                     def call():
-                        return gpc.fit(method, sparse, likelihood, X, y, max_steps=args.fit_steps)
+                        return gpc.fit(method, sparse, likelihood, X, y, max_steps=args.fit_steps, throw=False)
                 else:
                     sparse = fitted[label]
 

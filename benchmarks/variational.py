@@ -66,8 +66,8 @@ def errors_and_info(posterior, X_test, y_test, y_train):
 def section_crabs(splits, max_steps):
     X_all, y_all = gpc.datasets.load("crabs")
     d = X_all.shape[1]
-    fit = gpc.jit(lambda k, X, y: gpc.fit(LOWER, k, LOGISTIC, X, y, max_steps=max_steps))
-    fit_laplace = gpc.jit(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y, max_steps=max_steps))
+    fit = gpc.jit(lambda k, X, y: gpc.fit(LOWER, k, LOGISTIC, X, y, max_steps=max_steps, throw=False))
+    fit_laplace = gpc.jit(lambda k, X, y: gpc.fit(gpc.Laplace(), k, LOGISTIC, X, y, max_steps=max_steps, throw=False))
     rows = []
     for seed in range(splits):
         Xtr, Xte, ytr, yte = gpc.datasets.train_test_split(X_all, y_all, 80, seed=seed)
@@ -139,7 +139,7 @@ def section_joint(max_steps):
 
     p0 = dict(log_v=jnp.asarray(0.0), log_l=jnp.full(d, np.log(np.sqrt(d))), log_b=jnp.asarray(0.0),
               nu=jnp.sqrt(jnp.diagonal(start.gram(Xtr))))
-    nested = gpc.jit(lambda k, X, y: gpc.fit(LOWER, k, LOGISTIC, X, y, max_steps=max_steps))
+    nested = gpc.jit(lambda k, X, y: gpc.fit(LOWER, k, LOGISTIC, X, y, max_steps=max_steps, throw=False))
     out = {}
     for name, run in [("joint L-BFGS over (theta, nu)", lambda: joint(p0)),
                       ("nested (gpc.fit, Newton in nu)", lambda: nested(start, Xtr, ytr))]:
@@ -180,7 +180,7 @@ def section_toy(max_steps):
         return (gpc.priors.log_gamma(kernel.k1.lengthscale, 4.0, 0.4)
                 + gpc.priors.log_gamma(kernel.k1.variance, 2.0, 0.1))
 
-    res = gpc.fit(LOWER, kernel, LOGISTIC, X, y, max_steps=max_steps, log_prior=log_prior)
+    res = gpc.fit(LOWER, kernel, LOGISTIC, X, y, max_steps=max_steps, log_prior=log_prior, throw=False)
     upper = gpc.infer(UPPER, res.kernel, LOGISTIC, X, y)
     grid = np.linspace(-20.0, 80.0, 401)[:, None]
     p_lower, p_upper = np.asarray(gpc.predict(res.posterior, grid)), np.asarray(gpc.predict(upper, grid))
@@ -225,7 +225,7 @@ def section_table(datasets, max_steps):
         d = X.shape[1]
         start = gpc.kernels.SquaredExponential(np.exp(2.0), np.sqrt(d) if name != "usps35" else np.exp(2.85))
         t0 = now()
-        lap = gpc.fit(gpc.Laplace(), start, LOGISTIC, Xtr, ytr, max_steps=max_steps)
+        lap = gpc.fit(gpc.Laplace(), start, LOGISTIC, Xtr, ytr, max_steps=max_steps, throw=False)
         kernel = lap.kernel
         values = {m: float(gpc.infer(METHODS[m], kernel, LOGISTIC, Xtr, ytr).log_marginal) for m in METHODS}
         print(f"table {name} (n = {len(ytr)}, logistic, SE at Laplace's ML-II fit log sf "
@@ -233,7 +233,7 @@ def section_table(datasets, max_steps):
               + "  ".join(f"{m} {v:.3f}" for m, v in values.items()), flush=True)
         fits = {"laplace": lap}
         for m in ("ep", "jj-lower", "kl"):
-            fits[m] = gpc.fit(METHODS[m], start, LOGISTIC, Xtr, ytr, max_steps=max_steps)
+            fits[m] = gpc.fit(METHODS[m], start, LOGISTIC, Xtr, ytr, max_steps=max_steps, throw=False)
         row = dict(dataset=name, n_train=len(ytr), n_test=len(yte), log_z_at_laplace_fit=values, fitted={})
         for m, res in fits.items():
             err, info = errors_and_info(res.posterior, Xte, yte, ytr)

@@ -125,7 +125,7 @@ def jit(fun=None, /, **jit_kwargs):
     """``jax.jit(fun, **jit_kwargs)`` compiled with gpclass's XLA options (:func:`compiler_options`).
 
     Use it in place of ``jax.jit`` around code that calls gpclass, e.g.
-    ``gpc.jit(jax.vmap(lambda X, y: gpc.fit(method, kernel, lik, X, y)))``:
+    ``gpc.jit(jax.vmap(lambda X, y: gpc.fit(method, kernel, lik, X, y, throw=False)))``:
     the same program and results, compiled faster on CPU, and a failed
     gpclass check raises a :class:`gpclass.GPClassError` with its message
     (``jax.jit`` reports it as JAX's ``JaxRuntimeError``).  Options given in

@@ -403,7 +403,7 @@ def _fit_and_test(args, method, kernel, likelihood, X, codes, train, test, fold,
     X_train, X_test = jnp.asarray(X_train, dtype), jnp.asarray(X_test, dtype)
     y_train, y_test = codes[train], codes[test]
     start = time.perf_counter()
-    result = jax.block_until_ready(gpc.fit(method, kernel, likelihood, X_train, y_train,
+    result = jax.block_until_ready(gpc.fit(method, kernel, likelihood, X_train, y_train, throw=False,
                                            progress=None if args.progress is False else True))
     fit_time = time.perf_counter() - start
     if likelihood.num_latent > 1:  # the softmax: Monte Carlo class probabilities

@@ -82,7 +82,7 @@ def fit_em_ep(
     m_step_max_steps: int = 50,
     m_step_gtol: float | None = None,
     verbose: bool = False,
-    throw: bool = False,
+    throw: bool = True,
     progress: bool | Callable[[dict], None] | Progress | None = None,
 ) -> EMEPResult:
     """Fit kernel hyperparameters (and the label-flip rate) by EM-EP.
@@ -115,7 +115,7 @@ def fit_em_ep(
             label noise), ``ep_sweeps``, ``done``, ``num_steps``
             (``max_steps``); or ``gpc.Progress(...)`` (as :func:`gpclass.fit`).
         throw: raise (as :func:`gpclass.fit`) unless the status is ``CONVERGED``;
-            by default it is only reported in ``EMEPResult.status``.
+            ``False`` reports it in ``EMEPResult.status`` only.
     """
     for name, value in (("max_steps", max_steps), ("m_step_max_steps", m_step_max_steps)):
         require_setting("fit_em_ep", name, value, low=1, low_open=False, integer=True)

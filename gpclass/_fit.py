@@ -109,7 +109,7 @@ def fit(
     bounds: tuple[float, float] | None = (1e-8, 1e8),
     log_prior: Callable[[AbstractKernel, AbstractLikelihood], Float[Array, ""]] | None = None,
     warm_start_inner: bool = True,
-    throw: bool = False,
+    throw: bool = True,
     key=None,
     mask=None,
     progress: bool | Callable[[dict], None] | Progress | None = None,
@@ -152,9 +152,12 @@ def fit(
             gives a flat direction a finite maximum.
         warm_start_inner: start each inner solve from the previous step's solution
             (passed explicitly through the loop state).
-        throw: raise (``eqx.error_if``, inside jit too) with the
-            :class:`Status` message unless the fit converged; by default
-            the status is only reported in ``FitResult.status``.
+        throw: raise (``eqx.error_if``, inside jit and vmap too) with the
+            :class:`Status` message unless the fit converged (``CONVERGED`` or
+            ``AT_BOUND``), as :func:`gpclass.infer` does; ``False`` returns
+            the result with its status in ``FitResult.status`` (under
+            ``vmap``, where one problem's failure would stop the batch, and
+            wherever the caller handles the status itself).
         mask: optional booleans (n,), ``False`` for left-out cases (padding of
             ragged data sets under ``vmap``), as in :func:`gpclass.infer`.
         key: PRNG key for methods with randomness (the same key every step,

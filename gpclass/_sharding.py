@@ -34,7 +34,7 @@ def sharded_vmap(fun, *, devices=None, batch_size: int | None = None):
 
     Args:
         fun: a function of arrays (pytrees of arrays), e.g.
-            ``lambda X, y: gpc.fit(method, kernel, likelihood, X, y)``;
+            ``lambda X, y: gpc.fit(method, kernel, likelihood, X, y, throw=False)``;
             everything else it needs is closed over.
         devices: the devices to use; ``None`` means ``jax.local_devices()``.
         batch_size: how many problems one device vectorises together; its

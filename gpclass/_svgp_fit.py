@@ -50,7 +50,7 @@ def fit_svgp(
     devices=None,
     print_every: int | None = None,
     progress: bool | Callable[[dict], None] | Progress | None = None,
-    throw: bool = False,
+    throw: bool = True,
 ) -> SVGPFit:
     """Maximise the (minibatch) ELBO of ``model`` over q(v), the inducing inputs and the log hyperparameters.
 
@@ -90,8 +90,8 @@ def fit_svgp(
             The loop runs in Python, so this is a plain call, no callback in
             the compiled step.
         throw: raise a ``gpc.GPClassError`` naming the status unless training
-            completed (as :func:`gpclass.fit` and :func:`gpclass.fit_em_ep`; the
-            default, ``False``, returns the result with its ``status``).
+            completed (as :func:`gpclass.infer`, :func:`gpclass.fit` and
+            :func:`gpclass.fit_em_ep`); ``False`` returns the result with its ``status``.
     """
     require_setting("fit_svgp", "num_steps", num_steps, low=1, low_open=False, integer=True)
     require_setting("fit_svgp", "print_every", print_every, low=1, low_open=False, integer=True, optional=True)

@@ -67,12 +67,9 @@ class MonteCarlo(AbstractIntegrator):
         return likelihood.monte_carlo_probability(mean, cov, key, self.num_samples)
 
 
-class MeanField(AbstractIntegrator):
+class MeanField(MacKay):
     """A deterministic approximation of E[softmax(f*)] using the full latent covariance
-    (``Softmax.mean_field_probability``); for C = 2, and for a binary likelihood, MacKay's."""
-
-    def binary(self, likelihood, mean, var):
-        return _mackay_probability(mean, var)
+    (``Softmax.mean_field_probability``); for C = 2, and for a binary likelihood, MacKay's (inherited)."""
 
     def classes(self, likelihood, mean, cov, key):
         return likelihood.mean_field_probability(mean, cov)

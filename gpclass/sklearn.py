@@ -230,7 +230,8 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         """(posterior, kernel, log marginal likelihood, Status) of one model, as NumPy; ``mask`` (or ``None``)
         marks the padding cases (``False``), which change nothing."""
         if self.optimize:
-            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask)
+            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask,
+                          throw=False)
             posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
         else:
             posterior = infer(method, kernel, likelihood, X, y, mask=mask, throw=False)

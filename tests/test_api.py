@@ -34,3 +34,12 @@ def test_every_public_module_declares_what_it_exports():
         ours = {n for n in dir(module) if not n.startswith("_")
                 and getattr(getattr(module, n), "__module__", "").startswith("gpclass")}
         assert ours == set(module.__all__), name
+
+
+def test_throw_means_the_same_with_the_same_default_in_every_entry_point():
+    """One failure contract (issue 33): infer, fit, fit_em_ep and fit_svgp raise by default unless they succeed."""
+    import inspect
+
+    for entry in (gpc.infer, gpc.fit, gpc.fit_em_ep, gpc.fit_svgp):
+        parameter = inspect.signature(entry).parameters["throw"]
+        assert parameter.default is True and parameter.kind == inspect.Parameter.KEYWORD_ONLY, entry.__name__

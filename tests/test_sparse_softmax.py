@@ -153,7 +153,7 @@ def test_stiff_prior_converges_to_the_dense_solution():
 def test_fit_raises_log_q_and_moves_the_inducing_inputs():
     sparse = gpc.Sparse(KERNEL, Z)
     start = float(gpc.infer(gpc.Laplace(), sparse, SOFTMAX, X, Y).log_marginal)
-    result = gpc.fit(gpc.Laplace(), sparse, SOFTMAX, X, Y, max_steps=10)
+    result = gpc.fit(gpc.Laplace(), sparse, SOFTMAX, X, Y, max_steps=10, throw=False)
     assert float(result.objective) > start + 1.0
     assert not np.allclose(np.asarray(result.kernel.inducing), Z)
     refit = gpc.infer(gpc.Laplace(), result.kernel, SOFTMAX, X, Y).log_marginal

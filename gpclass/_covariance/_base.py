@@ -20,7 +20,7 @@ class AbstractCovariance(eqx.Module):
 
     Every operator has :meth:`mv` (K v), :meth:`abs_mv` (|K| v, the rounding
     scale of K v), :meth:`diagonal` and :meth:`factor` (the factorisation of
-    B = I + W^1/2 K W^1/2 for a diagonal W >= 0, an :class:`AbstractFactor`).
+    B = I + W^1/2 K W^1/2 for a diagonal W >= 0, an :class:`AbstractSitesFactor`).
     ``capabilities`` names what else it offers (``MATRIX``, ``PRIOR``, ``BOUND``).
     """
 
@@ -66,7 +66,7 @@ class AbstractCovariance(eqx.Module):
         return 0.0
 
     @abc.abstractmethod
-    def factor(self, w: Float[Array, " n"]) -> "AbstractFactor":
+    def factor(self, w: Float[Array, " n"]) -> "AbstractSitesFactor":
         """The factorisation of I + W^1/2 K W^1/2 for W = diag(w) >= 0."""
 
     def class_factor(self, pi: Float[Array, "n C"]) -> "AbstractFactor":
@@ -75,7 +75,7 @@ class AbstractCovariance(eqx.Module):
         raise GPClassError(f"a {type(self).__name__} ({self.describe()}) has no factorisation for a likelihood with "
                            "several latent functions per case.")
 
-    def class_solver(self, pi: Float[Array, "n C"]) -> "AbstractFactor":
+    def class_solver(self, pi: Float[Array, "n C"]) -> "AbstractNewtonSolve":
         """What a Newton step needs of :meth:`class_factor`: its solve with I + W K (by default the factor)."""
         return self.class_factor(pi)
 
@@ -85,7 +85,7 @@ class AbstractCovariance(eqx.Module):
         return self.class_factor(pi)
 
     @abc.abstractmethod
-    def factor_given(self, w: Float[Array, " n"], factor: "AbstractFactor") -> "AbstractFactor":
+    def factor_given(self, w: Float[Array, " n"], factor: "AbstractSitesFactor") -> "AbstractSitesFactor":
         """``factor(w)`` when its value ``factor`` was computed already (by a solver's loop): that value, and
         the derivative of ``factor(w)`` with respect to the operator and w."""
 
@@ -106,24 +106,37 @@ _NEEDS = {MATRIX: "a dense n x n matrix (its columns and Cholesky factor)",
           BOUND: "a prior under which its bound is defined (a kernel's, or a sparse prior's FITC or VFE)"}
 
 
-class AbstractFactor(eqx.Module):
-    """B = I + W^1/2 K W^1/2 factorised for one operator K and diagonal W: solves and log-determinants."""
+class AbstractNewtonSolve(eqx.Module):
+    """What a Newton step of Laplace's method needs at W: solves with I + W K (no log-determinant)."""
+
+    @abc.abstractmethod
+    def solve_i_plus_wk(self, op: AbstractCovariance, v: Float[Array, " n"]) -> Float[Array, " n"]:
+        """(I + W K)^-1 v, without inverting K or W."""
+
+
+class AbstractFactor(AbstractNewtonSolve):
+    """I + W K factorised at W (diagonal, or the softmax's block-diagonal W): Laplace's log-determinant term too."""
+
+    @abc.abstractmethod
+    def power_log_det(self, op: AbstractCovariance) -> Float[Array, ""]:
+        """The log-determinant term of the Laplace and variational bounds under this prior: 1/2 log|B| for an
+        exact prior (a sparse prior adds its trace term, GPML's ``apxSparse`` ldB2)."""
+
+
+class AbstractSitesFactor(AbstractFactor):
+    """B = I + W^1/2 K W^1/2 factorised for one operator K and diagonal W (Gaussian sites): the covariance of
+    prior times sites, and the log-determinant of EP's and the bounds' normalisers."""
 
     @abc.abstractmethod
     def covariance(self, op: AbstractCovariance) -> "AbstractSitesCovariance":
         """Sigma = (K^-1 + W)^-1, the covariance of the prior times Gaussian sites of precisions W, by its products."""
 
     @abc.abstractmethod
-    def solve_i_plus_wk(self, op: AbstractCovariance, v: Float[Array, " n"]) -> Float[Array, " n"]:
-        """(I + W K)^-1 v, without inverting K or W."""
-
-    @abc.abstractmethod
     def half_log_det_b(self, op: AbstractCovariance) -> Float[Array, ""]:
         """1/2 log|I + W^1/2 K W^1/2|."""
 
     def power_log_det(self, op: AbstractCovariance) -> Float[Array, ""]:
-        """The log-determinant term of the Laplace and variational bounds under this prior: 1/2 log|B| for an
-        exact prior (a sparse prior adds its trace term, GPML's ``apxSparse`` ldB2)."""
+        """1/2 log|B| for an exact prior (a sparse prior's factor adds its trace term)."""
         return self.half_log_det_b(op)
 
 

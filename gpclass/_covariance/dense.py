@@ -15,7 +15,7 @@ from .._linalg import factor_b, factor_b_given, half_log_det_b, solve_i_plus_wk,
 from .._types import Array, Float
 from .._validation import check_covariance
 from . import dense_classes
-from ._base import BOUND, MATRIX, PRIOR, AbstractCovariance, AbstractFactor, AbstractSitesCovariance
+from ._base import BOUND, MATRIX, PRIOR, AbstractCovariance, AbstractSitesCovariance, AbstractSitesFactor
 
 
 class _SoftmaxFactorisations:
@@ -74,7 +74,7 @@ class DenseCovariance(_SoftmaxFactorisations, AbstractCovariance):
         return DenseFactor(w=w, sqrt_w=sqrt_w, chol=factor_b_given(self.K, sqrt_w, factor.chol))
 
 
-class DenseFactor(AbstractFactor):
+class DenseFactor(AbstractSitesFactor):
     """L L^T = B = I + W^1/2 K W^1/2 (GPML eq. 3.26), with W^1/2."""
 
     w: Float[Array, " n"]

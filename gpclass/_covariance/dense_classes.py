@@ -28,7 +28,7 @@ from .._cg import conjugate_gradients
 from .._iterate import tolerance
 from .._linalg import factor_b, half_log_det, recomputed_in_reverse, sqrt_precision
 from .._types import Array, Float
-from ._base import AbstractFactor
+from ._base import AbstractFactor, AbstractNewtonSolve
 
 
 def softmax_blocks(K, pi: Float[Array, "n C"]):
@@ -50,7 +50,7 @@ def softmax_blocks(K, pi: Float[Array, "n C"]):
     return L, E, M
 
 
-class ClassSolver(AbstractFactor):
+class ClassSolver(AbstractNewtonSolve):
     """(I + W K)^-1 by conjugate gradients at pi (module docstring): what a Newton step needs, no factorisation."""
 
     pi: Float[Array, "n C"]
@@ -69,12 +69,6 @@ class ClassSolver(AbstractFactor):
                                       tol=tolerance(None, v.dtype, 1e-8, 1e-5), max_steps=v.size)
         return v - _times_s_transpose(p, x)
 
-    def half_log_det_b(self, op):
-        raise NotImplementedError("a Newton step's solver has no log-determinant: use op.class_factor(pi).")
-
-    def covariance(self, op):
-        raise NotImplementedError("the softmax posterior's covariance is not a sites' covariance.")
-
 
 class ClassFactor(AbstractFactor):
     """The blocks of Algorithm 3.3 at pi: L_c, E_c (C x n x n) and M (n x n) (``softmax_blocks``)."""
@@ -91,12 +85,9 @@ class ClassFactor(AbstractFactor):
         s = dense.cho_solve(self.M, jnp.sum(c, axis=1))
         return v - c + jnp.einsum("cij,j->ic", self.E, s)
 
-    def half_log_det_b(self, op) -> Float[Array, ""]:
+    def power_log_det(self, op) -> Float[Array, ""]:
         """1/2 log|I + K W| from the blocks, its derivative flowing to K and pi directly (``half_log_det_softmax``)."""
         return half_log_det_softmax(op.K, self.pi, self.L, self.E, self.M)
-
-    def covariance(self, op):
-        raise NotImplementedError("the softmax posterior's covariance is not a sites' covariance.")
 
 
 def class_factor(K, pi: Float[Array, "n C"]) -> ClassFactor:

@@ -29,7 +29,7 @@ from .. import _dense as dense
 from .._types import Array, Float
 from .._validation import check_covariance_operator
 from . import low_rank_classes
-from ._base import BOUND, PRIOR, AbstractCovariance, AbstractFactor, AbstractSitesCovariance
+from ._base import BOUND, PRIOR, AbstractCovariance, AbstractSitesCovariance, AbstractSitesFactor
 
 
 def times_inverse_transpose(A: Float[Array, "n m"], L: Float[Array, "m m"]) -> Float[Array, "n m"]:
@@ -124,7 +124,7 @@ class LowRankCovariance(AbstractCovariance):
         return LowRankFactor(w=w, d=d, chol=chol, PhiL=times_inverse_transpose(self.Phi, chol))
 
 
-class LowRankFactor(AbstractFactor):
+class LowRankFactor(AbstractSitesFactor):
     """What W brings: d = W / (1 + s g W), L L^T = I + Phi^T D Phi and Phi L^-T (n x m)."""
 
     w: Float[Array, " n"]

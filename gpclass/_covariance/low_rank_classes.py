@@ -68,12 +68,6 @@ class LowRankClassFactor(AbstractFactor):
         h_inv_ux = dense.cho_solve(self.chol_h, ux).reshape(x.shape[1], -1)
         return x - self.times_d(op.Phi @ h_inv_ux.T)
 
-    def half_log_det_b(self, op) -> Float[Array, ""]:
-        raise NotImplementedError("the softmax's log-determinant under a sparse prior is power_log_det (ldB2).")
-
-    def covariance(self, op):
-        raise NotImplementedError("the softmax posterior's covariance is not a sites' covariance.")
-
     def power_log_det(self, op) -> Float[Array, ""]:
         """GPML's ldB2 generalised to C classes: 1/2 log|H| + 1/(2 s) sum_i log|A_i| (VFE: 1/2 sum_i g_i tr W_i)."""
         if self.power == 0.0:

@@ -55,7 +55,7 @@ import numpy as np
 from jax import lax
 
 from .. import _anderson as anderson
-from .._covariance import AbstractCovariance, AbstractFactor, AbstractSitesCovariance
+from .._covariance import AbstractCovariance, AbstractSitesCovariance, AbstractSitesFactor
 from .._covariance._base import MATRIX, PRIOR
 from .._exceptions import GPClassError
 from .._iterate import AbstractIterativeSolver, all_finite, relative_change, run, tolerance
@@ -179,7 +179,7 @@ class EP(AbstractInference):
         return (1.0 if undamped else 0.5) if self.damping is None else self.damping
 
 
-def log_marginal(op: AbstractCovariance, likelihood, y, tau, nu, factor: AbstractFactor | None = None,
+def log_marginal(op: AbstractCovariance, likelihood, y, tau, nu, factor: AbstractSitesFactor | None = None,
                  cov: AbstractSitesCovariance | None = None):
     """log Z_EP by GPML eqs. 3.65, 3.73 and 3.74 under the prior ``op``, from the factor of B.
 
@@ -285,7 +285,7 @@ class Sweeps(eqx.Module):
 
     tau: Array
     nu: Array
-    factor: AbstractFactor
+    factor: AbstractSitesFactor
     cov: AbstractSitesCovariance
     sigma_diag: Array  # the marginals at (tau, nu): shared by log Z_EP after a sweep and the next sweep's cavities
     mu: Array

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._covariance import AbstractCovariance, AbstractFactor, AbstractSitesCovariance
+from .._covariance import AbstractCovariance, AbstractSitesCovariance, AbstractSitesFactor
 from .._covariance._base import BOUND
 from .._iterate import AbstractIterativeSolver, all_finite, relative_change, rounding_level, run, tolerance
 from .._status import Status
@@ -120,7 +120,7 @@ class JaakkolaJordan(AbstractInference):
         )
 
 
-def lower_bound(op: AbstractCovariance, y, nu, factor: AbstractFactor | None = None, cov=None):
+def lower_bound(op: AbstractCovariance, y, nu, factor: AbstractSitesFactor | None = None, cov=None):
     """log Z'(K, nu), Gibbs & MacKay eq. 34 as re-derived in the module docstring, under the prior ``op``.
 
     ``factor`` is ``op.factor(2 lambda(nu))`` and ``cov`` its ``covariance(op)``, if already computed;
@@ -167,7 +167,7 @@ class LowerState(eqx.Module):
     of nu."""
 
     nu: Array
-    factor: AbstractFactor
+    factor: AbstractSitesFactor
     cov: AbstractSitesCovariance
     log_z: Array
     change: Array

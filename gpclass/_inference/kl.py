@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._covariance import AbstractCovariance, AbstractFactor, AbstractSitesCovariance
+from .._covariance import AbstractCovariance, AbstractSitesCovariance, AbstractSitesFactor
 from .._covariance._base import BOUND
 from .._exceptions import GPClassError
 from .._iterate import AbstractIterativeSolver, all_finite, relative_change, rounding_level, run, tolerance
@@ -137,7 +137,7 @@ def _moments(op: AbstractCovariance, nu, cov: AbstractSitesCovariance):
     return cov.times(nu), sigma_diag, sigma_diag + op.trace_variance()
 
 
-def elbo(op: AbstractCovariance, likelihood, y, tau, nu, factor: AbstractFactor | None = None, cov=None):
+def elbo(op: AbstractCovariance, likelihood, y, tau, nu, factor: AbstractSitesFactor | None = None, cov=None):
     """sum_i E_q[log p(y_i|f_i)] - KL(q || N(0, K)) for q = prior x sites (tau~, nu~)  (module docstring).
 
     ``factor`` is ``op.factor(tau)`` and ``cov`` its ``covariance(op)``, if already computed.
@@ -198,7 +198,7 @@ class KLState(eqx.Module):
 
     tau: Array
     nu: Array
-    factor: AbstractFactor
+    factor: AbstractSitesFactor
     cov: AbstractSitesCovariance
     value: Array
     beta: Array
