@@ -112,8 +112,8 @@ got = []
 with jax.enable_x64(True):
     X, y = gpc.datasets.load("crabs")
     kernel = gpc.kernels.SquaredExponential(jnp.asarray(1.0), jnp.asarray(2.0))
-    fit = gpc.fit(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), jnp.asarray(X[::10]), y[::10], max_steps=2, throw=False,
-                  progress=got.append)
+    fit = gpc.fit(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), jnp.asarray(X[::10]), y[::10], max_steps=2,
+                  throw=False, progress=got.append)
     print(repr(got[1]["objective"]), repr(float(fit.history[0])))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
