@@ -304,6 +304,12 @@ class Periodic(AbstractKernel):
     ``lengthscale`` and ``period`` (both positive hyperparameters).  Its derivative at coincident inputs
     is finite (sin^2(pi r / p) is smooth in r^2).
 
+    Positive definite for one input dimension only: MacKay's construction maps a scalar x to
+    (cos(2 pi x / p), sin(2 pi x / p)); with the Euclidean distance of several dimensions the Gram matrix
+    can have negative eigenvalues (as scikit-learn's, scikit-learn issue 19343).  For a periodic function
+    of several inputs multiply one-column kernels,
+    ``OnDims(Periodic(...), [0]) * OnDims(Periodic(...), [1])``, or use it on one column with ``OnDims``.
+
     Example::
 
         >>> import numpy as np, gpclass as gpc
