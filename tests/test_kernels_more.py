@@ -136,6 +136,53 @@ def test_rq_ard_neural_network_and_polynomial_match_numpy_formulas():
     np.testing.assert_allclose(jit_call(K.Polynomial(0.7, 0.0, 1).gram, X1, X2), 0.7 * X1 @ X2.T, rtol=1e-14)
 
 
+def test_neural_network_and_rq_ard_parameter_gradients_match_finite_differences_of_numpy_formulas():
+    """The Jacobians of gram(X1, X2) in each parameter against central differences of the NumPy formulas (for
+    these sklearn has no counterpart: GPML's covNNone, and the ARD rational quadratic)."""
+    cases = {
+        "nn": (K.NeuralNetwork(1.6, 0.8), lambda p: nn_gpml(X1, X2, p[0], p[1]), [1.6, 0.8]),
+        "rq-ard": (K.RationalQuadratic(1.3, ARD, 0.7), lambda p: rq_ard(X1, X2, p[0], p[1:4], p[4]),
+                   [1.3, *ARD, 0.7]),
+        "polynomial": (K.Polynomial(0.6, 1.5, 3), lambda p: polynomial(X1, X2, p[0], p[1], 3), [0.6, 1.5]),
+    }
+    jacobians = jit_call(lambda ks: [jax.jacfwd(lambda k: k.gram(X1, X2))(k) for k in ks],
+                         [k for k, _, _ in cases.values()])
+    h = 1e-6
+    for (name, (kernel, formula, p)), jac in zip(cases.items(), jacobians):
+        p = np.asarray(p, float)
+        fd = np.stack([(formula(p + h * e) - formula(p - h * e)) / (2 * h) for e in np.eye(len(p))], axis=-1)
+        ours = np.concatenate([np.asarray(leaf).reshape(*fd.shape[:2], -1) for leaf in jax.tree.leaves(jac)], -1)
+        np.testing.assert_allclose(ours, fd, rtol=1e-7, atol=1e-9 * np.max(np.abs(fd)), err_msg=name)
+
+
+def test_matern12_repeated_rows_are_exact_in_float64_and_float32():
+    """A repeated row's squared distance from the matrix product is a few eps |x|^2 / l^2, not 0; exp(-r) would
+    turn it into an error of sqrt(eps): Matérn 1/2 sets distances within their rounding bound to 0, so repeated
+    rows and a test input equal to a training input get k = variance exactly (with ARD, in both precisions)."""
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(30, 9)) * 3.0 + 5.0
+    X[20:] = X[:10]
+    ell = rng.uniform(0.5, 3.0, size=9)
+
+    def grams(X, ell):
+        k = K.Matern12(2.0, ell)
+        return k.gram(X), k.gram(X[:10], X), K.Matern12(2.0, ell[0]).gram(X)
+
+    results = {"float64": jit_call(grams, X, ell)}
+    with jax.enable_x64(False):
+        results["float32"] = jax.device_get(jit_call(grams, X.astype(np.float32), ell.astype(np.float32)))
+    i = np.arange(10)
+    for precision, (G, cross, iso) in results.items():
+        np.testing.assert_array_equal(G[i, i + 20], 2.0, err_msg=precision)
+        np.testing.assert_array_equal(cross[i, i + 20], 2.0, err_msg=precision)
+        np.testing.assert_array_equal(cross[i, i], 2.0, err_msg=precision)
+        np.testing.assert_array_equal(iso[i, i + 20], 2.0, err_msg=precision)
+    # Elsewhere the values are those of the exact differences.
+    r = np.sqrt(np.sum(((X[:, None] - X[None]) / ell) ** 2, -1))
+    np.testing.assert_allclose(results["float64"][0], 2.0 * np.exp(-r), rtol=1e-12)
+    np.testing.assert_allclose(results["float32"][0], 2.0 * np.exp(-r), rtol=2e-4, atol=1e-4)
+
+
 ALL = {
     "matern12": K.Matern12(1.5, ARD),
     "matern32": K.Matern32(1.5, 0.9),
