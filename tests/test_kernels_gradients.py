@@ -166,3 +166,29 @@ def test_float32_gradients_at_zero_distance_match_float64_finite_differences(pro
                                        err_msg=f"{name}: float32 {key}")
             worst = max(worst, abs(got[key] - fd[name][key][1]) / scale)
     print(f"float32, max deviation from float64 central differences: {worst:.1e} of |grad| |u|")
+
+
+@gpc.jit(compiler_options=FAST_COMPILE)
+def sparse_program(Z, X, y):
+    """log q of Laplace under FITC priors with Matérn kernels and its gradient in the inducing inputs Z."""
+
+    def log_q(Z, kernel):
+        return gpc.infer(gpc.Laplace(), gpc.Sparse(kernel, Z), gpc.likelihoods.Logistic(), X, y).log_marginal
+
+    kernels = {"matern12": K.Matern12(1.5, jnp.asarray([0.8, 1.2, 2.0])),
+               "matern52": K.Matern52(1.5, jnp.asarray([0.8, 1.2, 2.0]))}
+    return {name: jax.value_and_grad(log_q)(Z, k) for name, k in kernels.items()}
+
+
+def test_inducing_input_gradients_where_inducing_inputs_equal_training_inputs():
+    """Inducing inputs at training inputs (two of them repeated rows of X): K_fu has zero distances.  Matérn 5/2's
+    gradient in Z matches central differences; Matérn 1/2's (a cusp there) is finite."""
+    X, y, _ = data()
+    Z = np.vstack([X[[1, 3, 5, 9]], np.full((1, D), 0.3)])  # X[1] and X[9] have repeats in X
+    result = jax.device_get(sparse_program(Z, X, y))
+    for name, (value, grad) in result.items():
+        assert np.isfinite(value) and np.all(np.isfinite(grad)), name
+    u = np.random.default_rng(3).normal(size=Z.shape)
+    h = 1e-5
+    fd = (sparse_program(Z + h * u, X, y)["matern52"][0] - sparse_program(Z - h * u, X, y)["matern52"][0]) / (2 * h)
+    np.testing.assert_allclose(np.vdot(result["matern52"][1], u), fd, rtol=1e-6)
