@@ -6,11 +6,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .._covariance import DenseCovariance
 from .._exceptions import GPClassError
 from .._types import Array, Float
-from .._validation import Checks
+from .._validation import Checks, as_float
 
 
 class AbstractKernel(eqx.Module):
@@ -105,6 +106,77 @@ class Product(AbstractKernel):
         self.k2.parameter_checks(checks)
 
 
+class Scale(AbstractKernel):
+    """k(x, x') = variance * kernel(x, x'): a signal variance for a kernel without one (scikit-learn's
+    ``ConstantKernel(variance) * kernel``; GPML's covScale).
+
+    Example::
+
+        >>> import gpclass as gpc
+        >>> k = gpc.kernels.Scale(gpc.kernels.CategoricalOverlap(0.7), variance=2.0)
+    """
+
+    kernel: AbstractKernel
+    variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
+
+    def evaluate(self, x1, x2):
+        check_scalar(self, "variance")
+        return self.variance * self.kernel.evaluate(x1, x2)
+
+    def gram(self, X1, X2=None):
+        check_scalar(self, "variance")
+        return self.variance * self.kernel.gram(X1, X2)
+
+    def diag(self, X):
+        check_scalar(self, "variance")
+        return self.variance * self.kernel.diag(X)
+
+    def parameter_checks(self, checks):
+        check_variance(self, checks)
+        self.kernel.parameter_checks(checks)
+
+
+class Exponentiation(AbstractKernel):
+    """k(x, x') = kernel(x, x') ** exponent  (scikit-learn's ``Exponentiation``).
+
+    ``exponent`` is a fixed number, not a hyperparameter (a static field: ``gpc.fit`` leaves it alone, and
+    a new exponent compiles a new program).  A positive integer exponent of a kernel keeps it positive
+    definite (a product of kernels); an integer exponent is computed by repeated multiplication, so
+    negative values of the kernel (``Linear``) are fine; any other exponent needs a kernel with non-negative
+    values (x ** 0.5 of a negative x is NaN) and is positive definite only for some kernels (SE ** a is the
+    SE with length scale l / sqrt(a)).
+
+    Example::
+
+        >>> import gpclass as gpc
+        >>> k = gpc.kernels.Exponentiation(gpc.kernels.Linear() + gpc.kernels.Constant(), 3)  # a cubic
+    """
+
+    kernel: AbstractKernel
+    exponent: float = eqx.field(static=True, converter=float)
+
+    def __check_init__(self):
+        if not np.isfinite(self.exponent):
+            raise GPClassError(f"Exponentiation: the exponent must be a finite number; got {self.exponent}.")
+
+    def _power(self, K):
+        if self.exponent.is_integer():
+            return lax.integer_pow(K, int(self.exponent))
+        return K**self.exponent
+
+    def evaluate(self, x1, x2):
+        return self._power(self.kernel.evaluate(x1, x2))
+
+    def gram(self, X1, X2=None):
+        return self._power(self.kernel.gram(X1, X2))
+
+    def diag(self, X):
+        return self._power(self.kernel.diag(X))
+
+    def parameter_checks(self, checks):
+        self.kernel.parameter_checks(checks)
+
+
 class OnDims(AbstractKernel):
     """k(x, x') = base(x[dims], x'[dims]): a kernel that sees only some input columns.
 
@@ -181,3 +253,12 @@ def check_lengthscale(kernel: AbstractKernel, checks: Checks) -> None:
         f"{type(kernel).__name__}: lengthscale must be finite and > 0 (got a zero, negative, infinite or NaN value; "
         "to make an input irrelevant, leave it out with gpc.kernels.OnDims).",
     )
+
+
+def check_positive(kernel: AbstractKernel, field: str, checks, *, allow_zero: bool = False) -> None:
+    """The parameter ``field`` finite and > 0 (>= 0 with ``allow_zero``), a run-time check."""
+    value = getattr(kernel, field)
+    ok = jnp.isfinite(value) & ((value >= 0) if allow_zero else (value > 0))
+    checks.fail_if(~ok, f"{type(kernel).__name__}: {field} must be finite and {'>=' if allow_zero else '>'} 0 "
+                        "(got a negative, infinite or NaN value).")
+
