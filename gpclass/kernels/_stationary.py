@@ -20,45 +20,6 @@ from ._base import (
 )
 
 
-class SquaredExponential(AbstractKernel):
-    """k(x, x') = variance * exp(-|x - x'|^2 / (2 lengthscale^2))  (GPML eq. 2.16).
-
-    ``lengthscale`` is a scalar (isotropic) or has shape (d,) for automatic
-    relevance determination (one length scale per input dimension, GPML eq. 5.1).
-    """
-
-    variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
-    lengthscale: Float[Array, "*d"] = eqx.field(converter=as_float, default=1.0)
-
-    def evaluate(self, x1, x2):
-        self._check_shapes(x1.shape[-1])
-        r = (x1 - x2) / self.lengthscale
-        return self.variance * jnp.exp(-0.5 * jnp.sum(r**2))
-
-    def gram(self, X1, X2=None):
-        self._check_shapes(X1.shape[-1])
-        if jnp.ndim(self.lengthscale) == 0:
-            # Isotropic: distances of the unscaled inputs, then / l^2.  They do not depend on the
-            # hyperparameters (a fit's loop computes them once) and the derivative in l is elementwise,
-            # where scaling the inputs first puts an n m d matrix product into every gradient.
-            sq = squared_distances(X1, X2) / self.lengthscale**2
-        else:
-            sq = squared_distances(X1, X2, scale=self.lengthscale)
-        return self.variance * jnp.exp(-0.5 * sq)
-
-    def diag(self, X):
-        self._check_shapes(X.shape[-1])
-        return jnp.broadcast_to(self.variance, X.shape[:1]).astype(X.dtype)
-
-    def parameter_checks(self, checks):
-        check_variance(self, checks)
-        check_lengthscale(self, checks)
-
-    def _check_shapes(self, num_dims: int) -> None:
-        check_scalar(self, "variance")
-        check_lengthscale_shape(self, num_dims)
-
-
 def squared_distances(X1: Float[Array, "n d"], X2: Float[Array, "m d"] | None = None, scale=None
                       ) -> Float[Array, "n m"]:
     """|x1_i - x2_j|^2 through one matrix product (|a|^2 + |b|^2 - 2 a.b): O(n m d) time and O(n m)
@@ -177,6 +138,20 @@ class _Stationary(AbstractKernel):
     def _check_shapes(self, num_dims: int) -> None:
         check_scalar(self, "variance")
         check_lengthscale_shape(self, num_dims)
+
+
+class SquaredExponential(_Stationary):
+    """k(x, x') = variance * exp(-|x - x'|^2 / (2 lengthscale^2))  (GPML eq. 2.16).
+
+    ``lengthscale`` is a scalar (isotropic) or has shape (d,) for automatic
+    relevance determination (one length scale per input dimension, GPML eq. 5.1).
+    An isotropic length scale divides the squared distances of the unscaled inputs (``scaled_squared_distances``):
+    they do not depend on the hyperparameters (a fit's loop computes them once) and the derivative in l is
+    elementwise, where scaling the inputs first puts an n m d matrix product into every gradient.
+    """
+
+    def profile(self, r2):
+        return jnp.exp(-0.5 * r2)
 
 
 # The Matérn profiles as functions of s = r^2.  d/ds of exp(-r) is -exp(-r) / (2 r), infinite at r = 0; for
