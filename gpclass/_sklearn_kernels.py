@@ -167,7 +167,7 @@ def _translate(k, d, dtype) -> _Piece:
     if type(k) is sk.Matern:
         if k.nu not in _MATERN:
             raise GPClassError(
-                f"scikit-learn kernel {k!r}: Matern with nu = {k.nu} has no gpclass counterpart; nu must be 0.5, "
+                f"scikit-learn kernel {_shown(k)}: Matern with nu = {k.nu} has no gpclass counterpart; nu must be 0.5, "
                 "1.5, 2.5 or inf (gpc.kernels.Matern12, Matern32, Matern52, SquaredExponential)."
             )
         return _stationary(k, _MATERN[k.nu], d, dtype)
@@ -180,9 +180,18 @@ def _translate(k, d, dtype) -> _Piece:
         link = _link(k, "sigma_0", "offset", squared=True)
         return _Piece(Polynomial(variance=np.asarray(1.0, dtype), offset=sigma_0**2, degree=1), (link,), True)
     raise GPClassError(
-        f"scikit-learn kernel {k!r} ({type(k).__name__}) has no gpclass counterpart; gpclass translates {SUPPORTED}. "
-        "Or pass a gpclass kernel (gpclass.kernels)."
+        f"scikit-learn kernel {_shown(k)} ({type(k).__name__}) has no gpclass counterpart; gpclass translates "
+        f"{SUPPORTED}. Or pass a gpclass kernel (gpclass.kernels)."
     )
+
+
+def _shown(k) -> str:
+    """``repr(k)``, or for a kernel whose repr fails (ExpSineSquared with a vector length scale) its class and
+    parameters."""
+    try:
+        return repr(k)
+    except Exception:  # noqa: BLE001 - scikit-learn's own repr is what failed
+        return f"{type(k).__name__}({k.get_params(deep=False)})"
 
 
 def _fold(piece: _Piece, field: str, constant: _Piece, constant_field: str) -> _Piece:
@@ -210,7 +219,7 @@ def _link(k, name: str, field: str, squared: bool = False) -> _Link:
     lower, upper = (bounds[0, 0], bounds[0, 1]) if bounds.shape[0] == 1 else (bounds[:, 0], bounds[:, 1])
     if not np.all((lower <= value) & (value <= upper)):
         raise GPClassError(
-            f"scikit-learn kernel {k!r}: {name} = {getattr(k, name)} lies outside {name}_bounds "
+            f"scikit-learn kernel {_shown(k)}: {name} = {getattr(k, name)} lies outside {name}_bounds "
             f"{getattr(k, f'{name}_bounds')}; start inside the bounds."
         )
     if squared:
@@ -224,11 +233,11 @@ def _stationary(k, cls, d: int, dtype, **extra) -> _Piece:
     lengthscale = np.squeeze(_value(k, "length_scale", dtype))  # as scikit-learn reads it: [2.0] is isotropic
     if lengthscale.ndim > 1 or (lengthscale.ndim == 1 and len(lengthscale) != d):
         raise GPClassError(
-            f"scikit-learn kernel {k!r}: length_scale has shape {np.shape(k.length_scale)}; the inputs have {d} "
+            f"scikit-learn kernel {_shown(k)}: length_scale has shape {np.shape(k.length_scale)}; the inputs have {d} "
             f"features, so give a scalar (isotropic) or {d} length scales (anisotropic)."
         )
     if lengthscale.ndim == 1 and cls is Periodic:
-        raise GPClassError(f"scikit-learn kernel {k!r}: ExpSineSquared takes one (isotropic) length scale.")
+        raise GPClassError(f"scikit-learn kernel {_shown(k)}: ExpSineSquared takes one (isotropic) length scale.")
     values = {field: _value(k, name, dtype) for field, name in extra.items()}
     kernel = cls(variance=np.asarray(1.0, dtype), lengthscale=lengthscale, **values)
     links = (_link(k, "length_scale", "lengthscale"),) + tuple(_link(k, name, field) for field, name in extra.items())
