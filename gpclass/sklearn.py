@@ -98,11 +98,29 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
     """Gaussian-process classification with a scikit-learn interface.
 
     Parameters:
-        kernel: a gpclass kernel (the start of ML-II, or the kernel itself with
-            ``optimize=False``); ``None`` means
+        kernel: a gpclass kernel or a scikit-learn kernel (the start of ML-II,
+            or the kernel itself with ``optimize=False``); ``None`` means
             ``gpc.kernels.SquaredExponential(variance=1, lengthscale=sqrt(d))``
             for d input features (the README's start). Its parameters are cast
-            to ``dtype``.
+            to ``dtype``.  A scikit-learn kernel expression
+            (``sklearn.gaussian_process.kernels``: ``ConstantKernel``, ``RBF``,
+            ``Matern`` with nu in {0.5, 1.5, 2.5, inf}, ``RationalQuadratic``,
+            ``ExpSineSquared``, ``DotProduct``, ``WhiteKernel``, isotropic or
+            anisotropic length scales, combined by ``+``, ``*`` and ``**``) is
+            translated into the gpclass kernel with the same Gram matrices
+            (``Matern(nu=2.5)`` is ``gpc.kernels.Matern52``, ``ConstantKernel(c)
+            * RBF(l)`` is ``SquaredExponential(variance=c, lengthscale=l)``, a
+            piece without a variance of its own gets variance 1, held fixed;
+            see ``gpclass._sklearn_kernels``), and ML-II honours scikit-learn's
+            settings: a hyperparameter whose ``*_bounds`` is ``"fixed"`` keeps
+            its value, every other stays within its bounds (on the
+            hyperparameter itself, as in scikit-learn; ``DotProduct``'s sigma_0
+            is fitted as sigma_0^2, within the squared bounds), all through
+            ``gpc.fit``'s ``trainable`` and per-parameter ``bounds``.  Its
+            starting values must lie within its bounds.  A kernel with every
+            hyperparameter fixed is not fitted, as in scikit-learn.  A piece
+            with no gpclass counterpart (``Matern(nu=1.2)``,
+            ``PairwiseKernel``, ...) is a ``GPClassError`` naming it.
         method: ``"laplace"``, ``"ep"``, ``"kl"`` or ``"jj"`` (``gpc.Laplace()``,
             ``gpc.EP()``, ``gpc.KL()``, ``gpc.JaakkolaJordan()``: the lower bound,
             logistic only), or one of those objects configured as you like.
@@ -130,7 +148,16 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             model's is over the padded training set (see the module notes): its
             first n cases are the training cases in order, the rest copies of
             the first with zero weight.
-        kernel_: the fitted kernel (one-vs-rest: a tuple of one per class).
+        kernel_: the fitted kernel, of the kind given: for a scikit-learn
+            kernel a copy of it holding the fitted hyperparameters (its
+            ``theta`` their logs, fixed ones unchanged; ``get_params``,
+            ``bounds`` and calling it work as in scikit-learn; one-vs-rest:
+            scikit-learn's ``CompoundKernel`` of the classes' kernels, as
+            scikit-learn reports it), else the gpclass kernel (one-vs-rest: a
+            tuple of one per class).
+        gpc_kernel_: the fitted gpclass kernel (one-vs-rest: a tuple of one per
+            class), whatever kind of kernel was given; for a gpclass kernel (or
+            ``None``) it is ``kernel_``.
         log_marginal_likelihood_value_: the method's approximate log marginal
             likelihood at ``kernel_`` (one-vs-rest: the mean over the classes'
             models, as scikit-learn reports it).
