@@ -3,6 +3,7 @@
     python benchmarks/matern_vs_sklearn.py 2>&1 | tee benchmarks/results/matern_vs_sklearn.log
     python benchmarks/matern_vs_sklearn.py --quick          # smoke run: 100 training cases, one repeat
     python benchmarks/matern_vs_sklearn.py --max-train 300 --repeats 5 --out matern_vs_sklearn_300
+    python benchmarks/matern_vs_sklearn.py --blas-threads 1  # one BLAS thread (numpy, scipy = jaxlib's LAPACK)
 
 Both estimators get the same scikit-learn kernel, ``ConstantKernel(1.0) * Matern(length_scale=sqrt(d), nu=2.5)``
 (scikit-learn's default bounds 1e-5..1e5 on both hyperparameters), Laplace's approximation with the logistic
@@ -19,7 +20,9 @@ at gpclass's fitted theta, the same objective), their relative difference (agree
 optimisers converge), test error of each, the disagreements of their predicted classes, the fit time of each
 (median of ``--repeats`` calls, gpclass's and scikit-learn's interleaved so both see the same machine load; each
 call a new estimator's ``fit``), gpclass's first call (compile + run) and compile time (first call minus the
-median), and the ratio scikit-learn / gpclass.
+median), and the ratio scikit-learn / gpclass.  On a busy machine multi-threaded OpenBLAS stalls (README,
+``laplace_vs_sklearn.py``); ``--blas-threads 1`` limits every BLAS pool of the process, scikit-learn's and jaxlib's
+LAPACK alike (XLA's own threads are unaffected).
 """
 
 import argparse
@@ -115,7 +118,11 @@ def main(argv=None):
     parser.add_argument("--max-steps", type=int, default=200, help="gpclass's largest number of L-BFGS steps")
     parser.add_argument("--out", default="matern_vs_sklearn", help="name of the JSON file in benchmarks/results/")
     parser.add_argument("--quick", action="store_true", help="smoke run: 100 training cases, one repeat")
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="limit every BLAS pool (numpy's, scipy's = jaxlib's LAPACK) to this many threads")
     args = parser.parse_args(argv)
+    if args.blas_threads is not None:
+        gpc.limit_lapack_threads(args.blas_threads)
     if args.quick:
         args.max_train, args.repeats = 100, 1
     info = machine_header("Matern 5/2 ML-II (Laplace, logistic): gpclass.sklearn vs scikit-learn "

@@ -489,10 +489,11 @@ def _box(params, tree, spec, bounds, dtype, checks):
         hi.append(b)
     if valid:
         ok = xp.all(xp.concatenate(valid))
-        message = "fit: every bound must satisfy 0 < lower < upper < inf, parameter by parameter."
-        if xp is np and not ok:
-            raise GPClassError(f"{message[:-1]}; got bounds={bounds!r}.")
-        checks.fail_if(~ok, message)
+        message = "fit: every bound must satisfy 0 < lower < upper < inf, parameter by parameter"
+        if xp is jnp:  # traced: raised from the program
+            checks.fail_if(~ok, message + ".")
+        elif not ok:
+            raise GPClassError(f"{message}; got bounds={bounds!r}.")
     return xp.concatenate(lo).astype(dtype), xp.concatenate(hi).astype(dtype)
 
 

@@ -60,6 +60,7 @@ EXPRESSIONS = [
     ExpSineSquared(1.1, 2.3) * ConstantKernel(0.5) + DotProduct(0.4) ** 2,
     (ConstantKernel(1.0) + RBF(2.0)) ** 1.5 + Matern(1.0, nu=np.inf),
     ConstantKernel(0.3) * (DotProduct(1.5) + WhiteKernel(0.2)) * Matern([1.0, 2.0, 0.5], nu=2.5),
+    ConstantKernel(0.5) * DotProduct(0.4, "fixed") * ConstantKernel(2.0),
 ]
 
 
