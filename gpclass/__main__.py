@@ -1,7 +1,7 @@
 """The main job: ML-II Laplace on a bundled real data set, then held-out metrics.
 
     python -m gpclass [--dataset ionosphere] [--n-train 200] [--likelihood logistic|probit] [--seed 0]
-                      [--cache-dir DIR | --no-cache]
+                      [--kernel se|matern12|matern32|matern52|rq|nn] [--cache-dir DIR | --no-cache]
 
 The same on a CSV file of your own (``_csv_job.py``; held-out split or k-fold CV, any method, a JSON report):
 
@@ -54,6 +54,10 @@ def _parse(argv):
                         help="bundled data set (default: ionosphere)")
     parser.add_argument("--n-train", type=int, default=None, help="training cases, the rest held out (default: 200)")
     parser.add_argument("--likelihood", default="logistic", choices=["logistic", "probit"])
+    parser.add_argument("--kernel", default="se", choices=list(_csv_job.KERNELS),
+                        help="covariance function: se (squared exponential), matern12, matern32, matern52 (Matérn "
+                             "nu = 1/2, 3/2, 5/2), rq (rational quadratic), nn (neural network, GPML's covNNone); "
+                             "default: se")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--float32", action="store_true", help="run in float32 (default: float64)")
     parser.add_argument("--cache-dir", default=None,
@@ -75,12 +79,11 @@ def run(args, dtype) -> None:
     X_train, X_test = gpc.datasets.standardize(X_train, X_test)
     X_train, X_test = jnp.asarray(X_train, dtype), jnp.asarray(X_test, dtype)
     likelihood = gpc.likelihoods.Logistic() if args.likelihood == "logistic" else gpc.likelihoods.Probit()
-    kernel = gpc.kernels.SquaredExponential(variance=jnp.asarray(1.0, dtype),
-                                            lengthscale=jnp.asarray(np.sqrt(X.shape[1]), dtype))
+    kernel = _csv_job.make_kernel(args.kernel, X.shape[1], False, dtype)
     print(
         f"gpclass {gpc.__version__}: Laplace ML-II on {args.dataset} ({len(y_train)} train / {len(y_test)} test, "
-        f"d = {X.shape[1]}, {args.likelihood} likelihood, {jnp.dtype(dtype).name}), "
-        "L-BFGS from sigma_f = 1, l = sqrt(d)"
+        f"d = {X.shape[1]}, {args.likelihood} likelihood, {_csv_job.KERNELS[args.kernel][1]} kernel, "
+        f"{jnp.dtype(dtype).name}), L-BFGS from sigma_f = 1, l = sqrt(d){', alpha = 1' if args.kernel == 'rq' else ''}"
     )
 
     start = time.perf_counter()
@@ -93,7 +96,8 @@ def run(args, dtype) -> None:
         print(f"fit step {i + 1:4d}: log marginal likelihood {value: .10f}")
 
     k = result.kernel
-    print(f"fitted: sigma_f = {float(jnp.sqrt(k.variance)):.4g}, lengthscale = {float(k.lengthscale):.4g}  "
+    alpha = f", alpha = {float(k.alpha):.4g}" if args.kernel == "rq" else ""
+    print(f"fitted: sigma_f = {float(jnp.sqrt(k.variance)):.4g}, lengthscale = {float(k.lengthscale):.4g}{alpha}  "
           f"(log sigma_f = {float(0.5 * jnp.log(k.variance)):.3f}, log l = {float(jnp.log(k.lengthscale)):.3f})")
     print(f"log marginal likelihood: {float(result.objective):.4f}  ({int(result.num_steps)} L-BFGS steps, "
           f"max|grad| = {float(result.grad_norm):.1e})")

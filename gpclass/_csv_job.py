@@ -28,6 +28,34 @@ import gpclass as gpc
 # Values read as "missing" (compared after stripping blanks, case-insensitively); "?" is UCI's marker.
 MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
 METHODS = {"laplace": gpc.Laplace, "ep": gpc.EP, "kl": gpc.KL, "jj": gpc.JaakkolaJordan}
+# --kernel: the covariance function's class and its name in the report.
+KERNELS = {
+    "se": (gpc.kernels.SquaredExponential, "squared_exponential"),
+    "matern12": (gpc.kernels.Matern12, "matern12"),
+    "matern32": (gpc.kernels.Matern32, "matern32"),
+    "matern52": (gpc.kernels.Matern52, "matern52"),
+    "rq": (gpc.kernels.RationalQuadratic, "rational_quadratic"),
+    "nn": (gpc.kernels.NeuralNetwork, "neural_network"),
+}
+
+
+def make_kernel(name: str, d: int, ard: bool, dtype):
+    """The job's starting kernel: variance 1 and length scale sqrt(d) (one per feature with ``ard``), and for the
+    rational quadratic alpha = 1; the neural-network kernel (GPML's covNNone) has one length scale."""
+    cls, _ = KERNELS[name]
+    lengthscale = np.full(d, np.sqrt(d)) if ard else np.sqrt(d)
+    extra = {"alpha": jnp.asarray(1.0, dtype)} if name == "rq" else {}
+    return cls(variance=jnp.asarray(1.0, dtype), lengthscale=jnp.asarray(lengthscale, dtype), **extra)
+
+
+def kernel_hyperparameters(kernel) -> dict:
+    """sigma_f, the length scale(s) and, for the rational quadratic, alpha, as JSON numbers."""
+    lengthscale = np.asarray(kernel.lengthscale, np.float64)
+    out = {"sigma_f": float(np.sqrt(kernel.variance)),
+           "lengthscale": lengthscale.tolist() if lengthscale.ndim else float(lengthscale)}
+    if isinstance(kernel, gpc.kernels.RationalQuadratic):
+        out["alpha"] = float(kernel.alpha)
+    return out
 
 
 class DataError(ValueError):
@@ -88,6 +116,8 @@ def check_arguments(args, parser) -> None:
         parser.error(f"--test-fraction must lie strictly between 0 and 1, got {args.test_fraction}")
     if args.folds is not None and args.folds < 2:
         parser.error(f"--folds must be at least 2, got {args.folds}")
+    if args.kernel == "nn" and args.ard:
+        parser.error("--kernel nn (GPML's covNNone) has one length scale; --ard is not available for it")
     if args.method == "jj" and args.likelihood != "logistic":
         parser.error("--method jj (the Jaakkola-Jordan bound) needs --likelihood logistic")
     problem = output_path_problem(args)
@@ -336,13 +366,12 @@ def run(args, table, names, codes, splits, dtype) -> dict:
     else:
         likelihood = gpc.likelihoods.Softmax(len(names))
         mapping = {name: c for c, name in enumerate(names)}
-    lengthscale = np.full(d, np.sqrt(d)) if args.ard else np.sqrt(d)
-    kernel = gpc.kernels.SquaredExponential(variance=jnp.asarray(1.0, dtype),
-                                            lengthscale=jnp.asarray(lengthscale, dtype))
+    kernel = make_kernel(args.kernel, d, args.ard, dtype)
     model = f"{args.likelihood} likelihood" if binary else f"softmax likelihood, {len(names)} classes"
     scheme = f"{args.folds}-fold CV" if args.folds else f"{len(splits[0][0])} train / {len(splits[0][1])} test"
     print(f"gpclass {gpc.__version__}: {args.method} ML-II on {args.csv} ({n} cases, d = {d}, {scheme}, {model}, "
-          f"{'ARD, ' if args.ard else ''}{jnp.dtype(dtype).name}), L-BFGS from sigma_f = 1, l = sqrt(d)")
+          f"{KERNELS[args.kernel][1]} kernel, {'ARD, ' if args.ard else ''}{jnp.dtype(dtype).name}), L-BFGS from "
+          f"sigma_f = 1, l = sqrt(d){', alpha = 1' if args.kernel == 'rq' else ''}")
     print("classes: " + ", ".join(f"{name!r} -> {code:+d}" if binary else f"{name!r} -> {code}"
                                   for name, code in mapping.items()))
     if table.num_dropped:
@@ -381,8 +410,9 @@ def run(args, table, names, codes, splits, dtype) -> dict:
         "class_mapping": mapping,
         "positive_class": names[1] if binary else None,
         "model": {"method": args.method, "likelihood": args.likelihood if binary else "softmax",
-                  "kernel": "squared_exponential", "ard": bool(args.ard), "dtype": jnp.dtype(dtype).name,
-                  "initial": {"sigma_f": 1.0, "lengthscale": float(np.sqrt(d))},
+                  "kernel": KERNELS[args.kernel][1], "ard": bool(args.ard), "dtype": jnp.dtype(dtype).name,
+                  "initial": {"sigma_f": 1.0, "lengthscale": float(np.sqrt(d)),
+                              **({"alpha": 1.0} if args.kernel == "rq" else {})},
                   "inputs": "standardised with the training cases' mean and standard deviation",
                   "prediction": ("p(y = +1) averaged over the latent Gaussian" if binary
                                  else "Monte Carlo, 10000 samples, key from --seed")},
@@ -413,14 +443,12 @@ def _fit_and_test(args, method, kernel, likelihood, X, codes, train, test, fold,
         p = gpc.predict(result.posterior, X_test)
     p = np.asarray(jax.block_until_ready(p), np.float64)
     predict_time = time.perf_counter() - start - fit_time
-    k, status = result.kernel, gpc.Status(int(result.status))
-    lengthscale = np.asarray(k.lengthscale, np.float64)
+    status = gpc.Status(int(result.status))
     record = {
         "fold": fold + 1 if args.folds else None,  # 1-based, as printed
         "num_train": len(train),
         "num_test": len(test),
-        "hyperparameters": {"sigma_f": float(np.sqrt(k.variance)),
-                            "lengthscale": lengthscale.tolist() if lengthscale.ndim else float(lengthscale)},
+        "hyperparameters": kernel_hyperparameters(result.kernel),
         "log_marginal_likelihood": float(result.objective),
         "fit": {"status": status.name, "message": status.message, "converged": bool(result.converged),
                 "num_steps": int(result.num_steps), "grad_norm": float(result.grad_norm),
@@ -437,7 +465,8 @@ def _print_run(label, record) -> None:
     hyper, fit, test = record["hyperparameters"], record["fit"], record["test"]
     ell = hyper["lengthscale"]
     ell = f"{ell:.4g}" if isinstance(ell, float) else "[" + ", ".join(f"{v:.3g}" for v in ell) + "]"
-    print(f"{label}fitted: sigma_f = {hyper['sigma_f']:.4g}, lengthscale = {ell}; log marginal likelihood "
+    alpha = f", alpha = {hyper['alpha']:.4g}" if "alpha" in hyper else ""
+    print(f"{label}fitted: sigma_f = {hyper['sigma_f']:.4g}, lengthscale = {ell}{alpha}; log marginal likelihood "
           f"{record['log_marginal_likelihood']:.4f} ({fit['num_steps']} L-BFGS steps, stopped: "
           f"{fit['status'].lower().replace('_', ' ')})")
     print(f"{label}test error: {100 * test['error_rate']:.2f} % ({record['num_test']} cases)  information: "

@@ -21,7 +21,9 @@ import numpy as np
 
 # Underscored names: the public names of this module are exactly its __all__ (tests/test_api.py).
 from . import _exceptions
+from ._compile import filter_jit as _filter_jit
 from ._compile import jit as _jit
+from ._fit import fit as _fit
 from ._inference import infer as _infer
 from ._predict import predict as _predict
 from ._status import Status as _Status
@@ -33,11 +35,14 @@ __all__ = [
     "calibration_bins",
     "calibration_figure",
     "decision_contours",
+    "decision_contours_by_kernel",
     "error_reject",
     "error_reject_curve",
     "log_marginal_grid",
     "log_marginal_surface",
+    "prior_samples",
     "reliability_diagram",
+    "sample_prior",
 ]
 
 
@@ -266,3 +271,80 @@ def log_marginal_grid(log_q, log_l, log_sf, ax=None, levels=None):
     ax.set_ylabel("log magnitude, log sigma_f")
     ax.legend(loc="best", fontsize=8)
     return ax
+
+
+@_filter_jit
+def _gram(kernel, X):
+    return kernel.gram(X)
+
+
+def sample_prior(kernel, x=None, num_samples: int = 3, seed: int = 0, jitter: float = 1e-10):
+    """The numbers behind :func:`prior_samples`: ``num_samples`` functions f ~ N(0, K) on the 1-D grid ``x``,
+    an (m, num_samples) NumPy array, K = kernel.gram(x[:, None]).
+
+    ``x`` defaults to 200 points on [-3, 3].  Drawn on the host with NumPy (``seed``) from the
+    eigendecomposition of K + jitter I, negative eigenvalues of rounding clipped to 0, so kernels with a
+    rank-deficient Gram matrix (``Linear``, ``Polynomial``, ``Periodic`` on a long grid) draw too.
+    """
+    x = _grid(x)
+    K = np.asarray(_gram(kernel, jnp.asarray(x[:, None], jnp.result_type(float))), np.float64)
+    eigenvalues, vectors = np.linalg.eigh(0.5 * (K + K.T) + jitter * np.eye(len(x)))
+    root = vectors * np.sqrt(np.clip(eigenvalues, 0.0, None))
+    return root @ np.random.default_rng(seed).normal(size=(len(x), num_samples))
+
+
+def _grid(x):
+    x = np.linspace(-3.0, 3.0, 200) if x is None else np.asarray(x, np.float64)
+    if x.ndim != 1:
+        raise _exceptions.GPClassError(f"prior samples are drawn on 1-D inputs: x must have shape (m,), got {x.shape}")
+    return x
+
+
+def prior_samples(kernel, x=None, num_samples: int = 3, seed: int = 0, ax=None):
+    """Functions drawn from a kernel's prior on 1-D inputs (:func:`sample_prior`), over a band of +-2 prior
+    standard deviations (``kernel.diag``).  Returns the Axes; its ``lines`` are the samples, its title the
+    kernel's class.
+
+    >>> ax = gpclass.plot.prior_samples(gpc.kernels.Matern12(lengthscale=0.5))
+    """
+    x = _grid(x)
+    f = sample_prior(kernel, x, num_samples, seed)
+    sd = np.sqrt(np.clip(np.asarray(kernel.diag(jnp.asarray(x[:, None], jnp.result_type(float))), np.float64), 0, None))
+    ax = _axes(ax)
+    ax.fill_between(x, -2 * sd, 2 * sd, color="0.85", label="+-2 prior sd")
+    for i in range(num_samples):
+        ax.plot(x, f[:, i], lw=1.2)
+    ax.set_xlabel("x")
+    ax.set_ylabel("f(x)")
+    ax.set_title(type(kernel).__name__)
+    return ax
+
+
+def decision_contours_by_kernel(method, likelihood, X, y, kernels: dict, fit: bool = False, resolution: int = 60,
+                                figure=None):
+    """One data set's decision contours under several kernels, side by side (:func:`decision_contours`).
+
+    ``kernels`` maps a panel title to a kernel (e.g. ``{"SE": SquaredExponential(), "Matern 1/2":
+    Matern12()}``).  Each kernel's posterior is ``gpc.infer(method, kernel, likelihood, X, y)``, or with
+    ``fit=True`` the posterior at its ML-II hyperparameters (``gpc.fit``, starting from the kernel given);
+    the title adds its log marginal likelihood.  Returns a ``matplotlib.figure.Figure`` made without
+    pyplot (``figure.savefig(...)``), or draws into ``figure`` if given.
+
+    >>> fig = gpclass.plot.decision_contours_by_kernel(gpc.Laplace(), gpc.likelihoods.Logistic(), X, y,
+    ...     {"SE": gpc.kernels.SquaredExponential(), "Matern 3/2": gpc.kernels.Matern32()}, fit=True)
+    """
+    if not kernels:
+        raise _exceptions.GPClassError("decision_contours_by_kernel: no kernel to draw")
+    if figure is None:
+        from matplotlib.figure import Figure
+
+        figure = Figure(figsize=(5.0 * len(kernels), 4.2), layout="constrained")
+    axes = figure.subplots(1, len(kernels), squeeze=False)[0]
+    for ax, (title, kernel) in zip(axes, kernels.items()):
+        if fit:
+            posterior = _fit(method, kernel, likelihood, X, y).posterior
+        else:
+            posterior = _infer(method, kernel, likelihood, X, y)
+        decision_contours(posterior, X, y, ax=ax, resolution=resolution)
+        ax.set_title(f"{title}: log q = {float(posterior.log_marginal):.2f}")
+    return figure

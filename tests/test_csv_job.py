@@ -114,6 +114,42 @@ def test_three_classes_cross_validation_in_process(tmp_path, capsys):
     assert plot.read_bytes()[:8] == PNG
 
 
+def test_kernel_option_rational_quadratic_with_ard(tmp_path, capsys):
+    """--kernel rq --ard: the rational quadratic with one length scale per feature on a CSV file, its alpha fitted
+    and reported, in-process."""
+    X, y = subset("pima", 40, seed=3)  # not separable: ML-II with ARD converges (on crabs it runs to a bound)
+    path = write_csv(tmp_path / "pima.csv", [*[f"f{i}" for i in range(8)], "diabetes"],
+                     [[*x, int(label > 0)] for x, label in zip(X, y)])
+    report = tmp_path / "rq.json"
+    main(["--csv", path, "--target", "diabetes", "--kernel", "rq", "--ard", "--report", str(report), "--no-cache"])
+    out = capsys.readouterr().out
+    assert "rational_quadratic kernel, ARD" in out and "alpha = 1" in out and ", alpha = " in out.split("fitted")[1]
+    r = json.loads(report.read_text())
+    assert r["model"]["kernel"] == "rational_quadratic" and r["model"]["ard"] is True
+    assert r["model"]["initial"] == {"sigma_f": 1.0, "lengthscale": pytest.approx(np.sqrt(8)), "alpha": 1.0}
+    (run,) = r["runs"]
+    check_run(run, 28, 12)
+    assert len(run["hyperparameters"]["lengthscale"]) == 8 and run["hyperparameters"]["alpha"] > 0
+
+
+def test_kernel_option_builds_each_kernel_for_both_jobs():
+    """--kernel NAME (parsed for the bundled-data job too, which builds its kernel with the same make_kernel):
+    each choice's class, starting values and ARD shape, without fitting."""
+    from gpclass.__main__ import _parse
+
+    classes = {"se": gpc.kernels.SquaredExponential, "matern12": gpc.kernels.Matern12,
+               "matern32": gpc.kernels.Matern32, "matern52": gpc.kernels.Matern52,
+               "rq": gpc.kernels.RationalQuadratic, "nn": gpc.kernels.NeuralNetwork}
+    assert _parse([]).kernel == "se"
+    for name, cls in classes.items():
+        assert _parse(["--kernel", name]).kernel == name
+        for ard in (False, True) if name != "nn" else (False,):
+            k = _csv_job.make_kernel(name, 4, ard, np.float64)
+            assert type(k) is cls and float(k.variance) == 1.0
+            np.testing.assert_array_equal(k.lengthscale, np.full(4, 2.0) if ard else 2.0)
+            assert name != "rq" or float(k.alpha) == 1.0
+
+
 def bad(tmp_path, text):
     path = tmp_path / "bad.csv"
     path.write_text(text)
@@ -165,6 +201,8 @@ def test_a_missing_file_and_a_class_missing_from_a_training_fold(tmp_path):
     (["--csv", "f.csv", "--target", "y", "--dataset", "pima"], "--dataset and --n-train choose a bundled data set"),
     (["--csv", "f.csv", "--target", "y", "--method", "jj", "--likelihood", "probit"], "needs --likelihood logistic"),
     (["--csv", "f.csv", "--target", "y", "--folds", "1"], "--folds must be at least 2"),
+    (["--csv", "f.csv", "--target", "y", "--kernel", "nn", "--ard"], "--kernel nn (GPML's covNNone) has one length"),
+    (["--kernel", "matern"], "argument --kernel: invalid choice"),
     (["--csv", "f.csv", "--target", "y", "--folds", "3", "--test-fraction", "0.2"], "not allowed with argument"),
 ])
 def test_misused_options_are_usage_errors(argv, message, capsys):

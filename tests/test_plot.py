@@ -125,6 +125,41 @@ def test_log_marginal_surface_and_grid():
     assert jax.config.jax_enable_x64  # the conftest's float64, unchanged by gpclass.plot
 
 
+def test_prior_samples_have_the_kernels_covariance():
+    """Many samples on five points: their empirical covariance is scikit-learn's Matern(nu=0.5) Gram matrix to
+    Monte Carlo accuracy (20000 draws: standard error <= sqrt(2 / 20000) = 0.01 of the variance); the plot draws
+    the samples over a band of +-2 prior standard deviations."""
+    from sklearn.gaussian_process.kernels import Matern
+
+    x = np.linspace(-1.0, 1.0, 5)
+    kernel = gpc.kernels.Matern12(variance=1.0, lengthscale=0.7)
+    f = plot.sample_prior(kernel, x, num_samples=20000, seed=1)
+    assert f.shape == (5, 20000)
+    np.testing.assert_allclose(np.cov(f), Matern(0.7, nu=0.5)(x[:, None]), atol=0.05)
+    ax = plot.prior_samples(kernel, x, num_samples=4, seed=1)
+    assert len(ax.lines) == 4 and ax.get_title() == "Matern12"
+    np.testing.assert_allclose(np.array([line.get_ydata() for line in ax.lines]).T,
+                               plot.sample_prior(kernel, x, num_samples=4, seed=1), rtol=1e-12)
+    (band,) = ax.collections
+    np.testing.assert_allclose(band.get_paths()[0].vertices[:, 1].max(), 2.0)
+    ax = plot.prior_samples(gpc.kernels.Periodic(period=1.5))  # a rank-deficient Gram matrix on 200 points
+    assert len(ax.lines) == 3 and all(np.all(np.isfinite(line.get_ydata())) for line in ax.lines)
+    with pytest.raises(ValueError, match="1-D inputs"):
+        plot.prior_samples(gpc.kernels.Matern32(), np.zeros((3, 2)))
+
+
+def test_decision_contours_under_several_kernels():
+    X, y = two_blobs(2, 8, seed=4)
+    kernels = {"SE": gpc.kernels.SquaredExponential(jnp.asarray(4.0), jnp.asarray(1.5)),
+               "Matern 1/2": gpc.kernels.Matern12(jnp.asarray(4.0), jnp.asarray(1.5))}
+    figure = plot.decision_contours_by_kernel(gpc.Laplace(), gpc.likelihoods.Probit(), X, y, kernels, resolution=10)
+    panels = [ax for ax in figure.axes if ax.get_title()]  # the colour bars have no title
+    assert [ax.get_title().split(":")[0] for ax in panels] == ["SE", "Matern 1/2"]
+    for ax in panels:
+        assert "log q = " in ax.get_title()
+        assert len([c for c in ax.collections if isinstance(c, ContourSet)]) == 2
+
+
 def test_missing_matplotlib_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # import matplotlib.pyplot now fails
     with pytest.raises(ImportError, match="pip install matplotlib"):

@@ -126,6 +126,24 @@ def scaled_squared_distances(kernel: AbstractKernel, X1, X2=None):
     return squared_distances(X1, X2, scale=kernel.lengthscale)
 
 
+def distance_rounding(kernel: AbstractKernel, X1, X2=None):
+    """Per pair, a bound of the rounding error of :func:`scaled_squared_distances`: 2 (1 + sqrt d) eps
+    (|a|^2 + |b|^2) with a, b the centred, scaled inputs (held constant for differentiation).
+
+    The expansion |a|^2 + |b|^2 - 2 a.b cancels: a repeated row's squared distance comes out as a few eps
+    (|a|^2 + |b|^2), not 0 (measured on random inputs, at most 0.45 sqrt(d) eps (|a|^2 + |b|^2) for d = 1..256
+    in float32 and float64; this bound is 2.5 times that or more).
+    """
+    isotropic = jnp.ndim(kernel.lengthscale) == 0
+    A, B = centred(X1, X2)
+    if not isotropic:
+        A, B = A / kernel.lengthscale, None if B is None else B / kernel.lengthscale
+    norm_A = jnp.sum(A**2, axis=1)
+    norm_B = norm_A if B is None else jnp.sum(B**2, axis=1)
+    level = 2.0 * (1.0 + math.sqrt(X1.shape[-1])) * jnp.finfo(A.dtype).eps * (norm_A[:, None] + norm_B[None, :])
+    return lax.stop_gradient(level / kernel.lengthscale**2 if isotropic else level)
+
+
 class _Stationary(AbstractKernel):
     """variance * f(r^2), r = |x - x'| / lengthscale (a scalar: isotropic; shape (d,): ARD, GPML eq. 5.1).
 
@@ -213,9 +231,11 @@ class Matern12(_Stationary):
     infinite; the profile's derivative there is taken as 0, which is right for every hyperparameter (k = variance
     there whatever the length scale) and a subgradient of the cusp in the inputs, so gradients stay finite.
     The Gram matrix comes from squared distances through one matrix product, accurate to about eps |x|^2 / l^2;
-    as exp(-r) has slope -1 at r = 0, a pair closer than about sqrt(eps) |x| / l (a repeated row whose rounded
-    squared distance is not exactly 0) has k off by about that much (~1e-7 in float64); the diagonal of
-    ``gram(X)`` and ``diag`` are exact.
+    as exp(-r) has slope -1 at r = 0, that would put an error of sqrt(eps) |x| / l on repeated rows (whose
+    rounded squared distance need not be exactly 0).  So squared distances within a bound of their rounding
+    error are set to 0: repeated rows (and a test input equal to a training input) get k = variance exactly,
+    and a pair of distinct inputs closer than about sqrt(2 (1 + sqrt d) eps) |x| / l (1e-7 |x| / l in float64,
+    3e-3 |x| / l in float32 at d = 9) is treated as coincident.
 
     Example::
 
@@ -226,6 +246,15 @@ class Matern12(_Stationary):
 
     def profile(self, r2):
         return matern12_profile(r2)
+
+    def gram(self, X1, X2=None):
+        # Squared distances within their rounding error of 0 are 0: a repeated row's comes out as a few eps
+        # |x|^2 / l^2, and exp(-r) would turn that into an error of sqrt(eps) |x| / l (1e-7 in float64, 3e-4 in
+        # float32) that jumps with the length scales' rounding (noise in log q and in its finite differences).
+        self._check_shapes(X1.shape[-1])
+        r2 = scaled_squared_distances(self, X1, X2)
+        r2 = jnp.where(r2 <= distance_rounding(self, X1, X2), 0.0, r2)
+        return self.variance * matern12_profile(r2)
 
 
 class Matern32(_Stationary):
@@ -303,6 +332,12 @@ class Periodic(AbstractKernel):
     ``ConstantKernel(variance)``): the Euclidean distance |x - x'| of the inputs, unscaled, with scalar
     ``lengthscale`` and ``period`` (both positive hyperparameters).  Its derivative at coincident inputs
     is finite (sin^2(pi r / p) is smooth in r^2).
+
+    Positive definite for one input dimension only: MacKay's construction maps a scalar x to
+    (cos(2 pi x / p), sin(2 pi x / p)); with the Euclidean distance of several dimensions the Gram matrix
+    can have negative eigenvalues (as scikit-learn's, scikit-learn issue 19343).  For a periodic function
+    of several inputs multiply one-column kernels,
+    ``OnDims(Periodic(...), [0]) * OnDims(Periodic(...), [1])``, or use it on one column with ``OnDims``.
 
     Example::
 
