@@ -1,23 +1,29 @@
 """A box [lo, hi] on every free coordinate: bounds, projections and the active set.
 
 Free coordinates are log hyperparameters (or log-odds), one vector (``gpc.fit``
-ravels them); ``lo`` and ``hi`` are Python floats or numpy arrays of one bound
-per coordinate, +-inf where a coordinate has no box (no ``bounds``, or an
-unconstrained parameter such as an inducing input).  A
+ravels them); ``lo`` and ``hi`` are Python floats or arrays (numpy, or traced
+for per-parameter bounds given as arrays) of one bound per coordinate, +-inf
+where a coordinate has no box (no ``bounds``, or an unconstrained parameter
+such as an inducing input).  A
 coordinate at a bound whose descent direction (-gradient) leaves the box is
 *active*: held fixed, its gradient component zeroed (the projected gradient).
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 
 def tolerance(z, lo, hi):
-    """A few rounding errors of a free coordinate near the bounds (zero without bounds)."""
-    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
-    bounded = np.isfinite(lo) & np.isfinite(hi)
-    scale = np.where(bounded, np.maximum(np.abs(np.where(bounded, lo, 0)), np.abs(np.where(bounded, hi, 0))), 0)
-    return np.where(bounded, 8 * float(jnp.finfo(z.dtype).eps) * (1.0 + scale), 0.0).astype(z.dtype)
+    """A few rounding errors of a free coordinate near the bounds (zero without bounds).  Bounds given as numbers
+    or numpy arrays are worked out in numpy (float64, then the coordinates' dtype); traced ones (per-parameter
+    bounds, ``gpc.fit``) in the coordinates' dtype."""
+    xp = jnp if isinstance(lo, jax.Array) or isinstance(hi, jax.Array) else np
+    work = z.dtype if xp is jnp else np.float64
+    lo, hi = xp.asarray(lo, work), xp.asarray(hi, work)
+    bounded = xp.isfinite(lo) & xp.isfinite(hi)
+    scale = xp.where(bounded, xp.maximum(xp.abs(xp.where(bounded, lo, 0)), xp.abs(xp.where(bounded, hi, 0))), 0)
+    return xp.where(bounded, 8 * float(jnp.finfo(z.dtype).eps) * (1.0 + scale), 0.0).astype(z.dtype)
 
 
 def snap(z, lo, hi):

@@ -40,6 +40,7 @@ second in a row ends the fit as ``STALLED``.  Why the fit stopped is the integer
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -106,7 +107,8 @@ def fit(
     max_steps: int = 100,
     gtol: float | None = None,
     ftol: float | None = None,
-    bounds: tuple[float, float] | None = (1e-8, 1e8),
+    bounds: tuple | None = (1e-8, 1e8),
+    trainable=None,
     log_prior: Callable[[AbstractKernel, AbstractLikelihood], Float[Array, ""]] | None = None,
     warm_start_inner: bool = True,
     throw: bool = True,
@@ -146,7 +148,27 @@ def fit(
             benchmarks (Laplace on crabs fits sigma_f^2 ~ 1e6) and stops the
             flat directions where the objective creeps up without a maximum;
             scikit-learn's default is (1e-5, 1e5).  ``None``: unbounded.  The
-            starting values must lie in the box.
+            starting values must lie in the box.  Per hyperparameter: each of
+            ``lower`` and ``upper`` may also be a pytree with the structure of
+            ``(kernel, likelihood)``, or a prefix of it, whose leaves hold the
+            bound of each parameter (a number, or an array broadcastable to the
+            parameter's shape: one bound per ARD length scale), e.g.
+            ``lower = (SquaredExponential(variance=1e-5, lengthscale=[1e-2, 1e-3]), 1e-8)``
+            (the likelihood's parameters, if any, >= 1e-8).  Every fitted
+            parameter needs 0 < lower < upper < inf; the bounds of fixed
+            parameters (``trainable``) and of unconstrained ones (inducing
+            inputs) are ignored.  Array bounds are traced (new values do not
+            compile a new program); a violated bound raises.
+        trainable: which floating-point parameters ML-II fits (the others stay
+            exactly at their starting values): ``None`` (all of them), or a
+            pytree of ``True``/``False`` with the structure of
+            ``(kernel, likelihood)`` or a prefix of it, as equinox's
+            ``filter_spec``: ``(True, False)`` fits the kernel alone, and
+            ``eqx.tree_at(lambda t: t[0].variance, jax.tree.map(lambda _: True,
+            (kernel, likelihood)), False)`` holds the variance fixed (a kernel's
+            constructor would turn booleans into floats).  A whole parameter is
+            fitted or fixed (not single entries of an ARD vector); the flags are
+            static (Python booleans).
         log_prior: optional ``log_prior(kernel, likelihood) -> scalar``, e.g.
             built from :func:`gpclass.priors.log_gamma`; a hyperprior also
             gives a flat direction a finite maximum.
@@ -197,17 +219,23 @@ def fit(
     gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
     if ftol is None:
         ftol = 4 * float(jnp.finfo(dtype).eps)
-    params, static = eqx.partition((kernel, likelihood), eqx.is_inexact_array)
+    spec = _trainable_spec((kernel, likelihood), trainable)
+    params, static = eqx.partition((kernel, likelihood), spec)  # fixed parameters go with the static part
     if not jax.tree.leaves(params):
-        raise GPClassError("fit: the kernel and likelihood have no floating-point parameters to fit.")
+        raise GPClassError(
+            "fit: the kernel and likelihood have no floating-point parameters to fit"
+            + (" (trainable fixes every one)." if trainable is not None else ".")
+        )
     kernel.check_inputs(X)
     to_free, from_free = parameter_transforms(params, (kernel, likelihood))
     # The free coordinates as one vector: the optimiser's arithmetic is then a few vector operations.
     z0, unravel = jax.flatten_util.ravel_pytree(to_free(params, checks))
-    lo, hi = _box(params, (kernel, likelihood), bounds, z0.dtype)
+    lo, hi = _box(params, (kernel, likelihood), spec, bounds, z0.dtype, checks)
+    where = "bounds" if _global_bounds(bounds) else "its bounds"
     checks.fail_if(
         box.outside(z0, lo, hi),
-        f"fit: a starting hyperparameter lies outside bounds={bounds}; start inside or widen the bounds.",
+        f"fit: a starting hyperparameter lies outside {where}"
+        + (f"={bounds}" if _global_bounds(bounds) else "") + "; start inside or widen the bounds.",
     )
     X, y, z0 = checks.attach((X, y, box.snap(z0, lo, hi)))
 
@@ -253,8 +281,8 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
     key: Array | None
     log_prior: Callable | None
     warm_start_inner: bool
-    lo: np.ndarray
-    hi: np.ndarray
+    lo: np.ndarray | Array  # per free coordinate (traced where a bound is an array)
+    hi: np.ndarray | Array
     gtol: float
     ftol: float
     strategy: object
@@ -423,13 +451,100 @@ def _zeros_like_output(fn, *args):
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *args))
 
 
-def _box(params, tree, bounds, dtype):
+def _trainable_spec(tree, trainable):
+    """A boolean pytree with the structure of ``tree``: True at the floating-point parameters ``fit`` fits."""
+    if trainable is None:
+        return jax.tree.map(eqx.is_inexact_array, tree)
+
+    def broadcast(flag, subtree):
+        if not isinstance(flag, (bool, np.bool_)):
+            shown = f"an array of dtype {flag.dtype}" if hasattr(flag, "dtype") else repr(flag)
+            raise GPClassError(
+                f"fit: trainable must hold True or False (Python booleans); got {shown}. Build it with "
+                "jax.tree.map(lambda _: True, (kernel, likelihood)) and eqx.tree_at (kernel constructors turn "
+                "booleans into floats)."
+            )
+        return jax.tree.map(lambda leaf: bool(flag) and eqx.is_inexact_array(leaf), subtree)
+
+    try:
+        return jax.tree.map(broadcast, trainable, tree)
+    except GPClassError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise GPClassError(
+            "fit: trainable must be True, False or a pytree of them with the structure of (kernel, likelihood), "
+            f"or a prefix of it; got {trainable!r} ({error})"
+        ) from None
+
+
+def _per_parameter(value, tree, spec, what):
+    """``value`` (a number, an array, or a pytree with the structure of ``tree`` or a prefix of it) as a list:
+    its entry for each fitted parameter (the True leaves of ``spec``), in the order of ``jax.tree.leaves``."""
+    try:
+        full = jax.tree.map(lambda v, subtree: jax.tree.map(lambda _: _Leaf(v), subtree), value, tree)
+    except (ValueError, TypeError) as error:
+        raise GPClassError(
+            f"fit: {what} must be a number or a pytree with the structure of (kernel, likelihood), or a prefix "
+            f"of it, holding one value per parameter; got {value!r} ({error})"
+        ) from None
+    leaves = jax.tree.leaves(full, is_leaf=lambda x: isinstance(x, _Leaf))
+    return [leaf.value for leaf, fitted in zip(leaves, jax.tree.leaves(spec)) if fitted]
+
+
+class _Leaf(NamedTuple):
+    """A value of a bounds tree, kept whole (a tuple or array stays one leaf) while it is matched to a parameter."""
+
+    value: object
+
+
+def _global_bounds(bounds) -> bool:
+    """``bounds`` is None or one (lower, upper) pair of numbers for every parameter."""
+    def number(b):
+        return isinstance(b, (int, float, np.integer, np.floating)) and not isinstance(b, bool)
+
+    return bounds is None or (isinstance(bounds, (tuple, list)) and len(bounds) == 2 and all(map(number, bounds)))
+
+
+def _box(params, tree, spec, bounds, dtype, checks):
     """Per free coordinate: [log lower, log upper] for hyperparameters (+-inf without ``bounds``), +-inf for
-    unconstrained parameters (inducing inputs), as numpy arrays of the coordinates' dtype."""
-    lo, hi = (-math.inf, math.inf) if bounds is None else _log_bounds(bounds)
-    sizes = [leaf.size for leaf in jax.tree.leaves(params)]
-    free = np.repeat(unconstrained_leaves(params, tree), sizes)
-    return np.where(free, -np.inf, lo).astype(dtype), np.where(free, np.inf, hi).astype(dtype)
+    unconstrained parameters (inducing inputs), as arrays of the coordinates' dtype: numpy arrays when the
+    bounds are numbers, traced ones when a bound is an array (``fit`` traces arrays)."""
+    free = unconstrained_leaves(params, tree)
+    leaves = jax.tree.leaves(params)
+    if _global_bounds(bounds):
+        lo, hi = (-math.inf, math.inf) if bounds is None else _log_bounds(bounds)
+        sizes = [leaf.size for leaf in leaves]
+        free = np.repeat(free, sizes)
+        return np.where(free, -np.inf, lo).astype(dtype), np.where(free, np.inf, hi).astype(dtype)
+    if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2):
+        raise GPClassError(f"fit: bounds must be None or a pair (lower, upper); got {bounds!r}.")
+    lower = _per_parameter(bounds[0], tree, spec, "the lower bounds")
+    upper = _per_parameter(bounds[1], tree, spec, "the upper bounds")
+    xp = jnp if any(isinstance(b, jax.Array) for b in lower + upper) else np
+    lo, hi, valid = [], [], []
+    for leaf, unconstrained, a, b in zip(leaves, free, lower, upper):
+        try:
+            a, b = (xp.broadcast_to(xp.asarray(v, dtype), leaf.shape).ravel() for v in (a, b))
+        except (ValueError, TypeError):
+            raise GPClassError(
+                f"fit: a parameter of shape {leaf.shape} has bounds of shapes {np.shape(a)} and {np.shape(b)}; "
+                "a bound is a number or an array broadcastable to its parameter's shape."
+            ) from None
+        if unconstrained:
+            a, b = xp.full(a.shape, -np.inf, dtype), xp.full(b.shape, np.inf, dtype)
+        else:
+            valid.append((0 < a) & (a < b) & (b < np.inf))
+            a, b = xp.log(a), xp.log(b)
+        lo.append(a)
+        hi.append(b)
+    if valid:
+        ok = xp.all(xp.concatenate(valid))
+        message = "fit: every bound must satisfy 0 < lower < upper < inf, parameter by parameter"
+        if xp is jnp:  # traced: raised from the program
+            checks.fail_if(~ok, message + ".")
+        elif not ok:
+            raise GPClassError(f"{message}; got bounds={bounds!r}.")
+    return xp.concatenate(lo).astype(dtype), xp.concatenate(hi).astype(dtype)
 
 
 def _log_bounds(bounds):

@@ -57,6 +57,7 @@ from jax import lax
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin
     from sklearn.exceptions import ConvergenceWarning
+    from sklearn.gaussian_process.kernels import CompoundKernel
     from sklearn.utils import check_random_state
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -72,6 +73,7 @@ from ._exceptions import GPClassError
 from ._fit import fit as _fit
 from ._inference import EP, KL, JaakkolaJordan, Laplace, infer
 from ._predict import predict_latent as _predict_latent
+from ._sklearn_kernels import Translation, is_sklearn_kernel, translate
 from ._status import Status
 from .kernels import AbstractKernel, SquaredExponential
 from .likelihoods import Logistic, Probit, Softmax
@@ -96,11 +98,29 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
     """Gaussian-process classification with a scikit-learn interface.
 
     Parameters:
-        kernel: a gpclass kernel (the start of ML-II, or the kernel itself with
-            ``optimize=False``); ``None`` means
+        kernel: a gpclass kernel or a scikit-learn kernel (the start of ML-II,
+            or the kernel itself with ``optimize=False``); ``None`` means
             ``gpc.kernels.SquaredExponential(variance=1, lengthscale=sqrt(d))``
             for d input features (the README's start). Its parameters are cast
-            to ``dtype``.
+            to ``dtype``.  A scikit-learn kernel expression
+            (``sklearn.gaussian_process.kernels``: ``ConstantKernel``, ``RBF``,
+            ``Matern`` with nu in {0.5, 1.5, 2.5, inf}, ``RationalQuadratic``,
+            ``ExpSineSquared``, ``DotProduct``, ``WhiteKernel``, isotropic or
+            anisotropic length scales, combined by ``+``, ``*`` and ``**``) is
+            translated into the gpclass kernel with the same Gram matrices
+            (``Matern(nu=2.5)`` is ``gpc.kernels.Matern52``, ``ConstantKernel(c)
+            * RBF(l)`` is ``SquaredExponential(variance=c, lengthscale=l)``, a
+            piece without a variance of its own gets variance 1, held fixed;
+            see ``gpclass._sklearn_kernels``), and ML-II honours scikit-learn's
+            settings: a hyperparameter whose ``*_bounds`` is ``"fixed"`` keeps
+            its value, every other stays within its bounds (on the
+            hyperparameter itself, as in scikit-learn; ``DotProduct``'s sigma_0
+            is fitted as sigma_0^2, within the squared bounds), all through
+            ``gpc.fit``'s ``trainable`` and per-parameter ``bounds``.  Its
+            starting values must lie within its bounds.  A kernel with every
+            hyperparameter fixed is not fitted, as in scikit-learn.  A piece
+            with no gpclass counterpart (``Matern(nu=1.2)``,
+            ``PairwiseKernel``, ...) is a ``GPClassError`` naming it.
         method: ``"laplace"``, ``"ep"``, ``"kl"`` or ``"jj"`` (``gpc.Laplace()``,
             ``gpc.EP()``, ``gpc.KL()``, ``gpc.JaakkolaJordan()``: the lower bound,
             logistic only), or one of those objects configured as you like.
@@ -128,7 +148,16 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             model's is over the padded training set (see the module notes): its
             first n cases are the training cases in order, the rest copies of
             the first with zero weight.
-        kernel_: the fitted kernel (one-vs-rest: a tuple of one per class).
+        kernel_: the fitted kernel, of the kind given: for a scikit-learn
+            kernel a copy of it holding the fitted hyperparameters (its
+            ``theta`` their logs, fixed ones unchanged; ``get_params``,
+            ``bounds`` and calling it work as in scikit-learn; one-vs-rest:
+            scikit-learn's ``CompoundKernel`` of the classes' kernels, as
+            scikit-learn reports it), else the gpclass kernel (one-vs-rest: a
+            tuple of one per class).
+        gpc_kernel_: the fitted gpclass kernel (one-vs-rest: a tuple of one per
+            class), whatever kind of kernel was given; for a gpclass kernel (or
+            ``None``) it is ``kernel_``.
         log_marginal_likelihood_value_: the method's approximate log marginal
             likelihood at ``kernel_`` (one-vs-rest: the mean over the classes'
             models, as scikit-learn reports it).
@@ -215,7 +244,12 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         posteriors, kernels, values, statuses = zip(*models)
         single = len(models) == 1
         self.posterior_ = posteriors[0] if single else posteriors
-        self.kernel_ = kernels[0] if single else kernels
+        self.gpc_kernel_ = kernels[0] if single else kernels
+        if isinstance(kernel, Translation):  # the fitted kernel as a scikit-learn kernel, as scikit-learn gives it
+            fitted = [kernel.to_sklearn(k) for k in kernels]
+            self.kernel_ = fitted[0] if single else CompoundKernel(fitted)
+        else:
+            self.kernel_ = self.gpc_kernel_
         self.log_marginal_likelihood_value_ = float(np.mean(values))
         self.fit_status_ = statuses[0] if single else statuses
         self._fit_dtype = dtype
@@ -228,10 +262,17 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
 
     def _fit_one(self, method, kernel, likelihood, X, y, mask):
         """(posterior, kernel, log marginal likelihood, Status) of one model, as NumPy; ``mask`` (or ``None``)
-        marks the padding cases (``False``), which change nothing."""
-        if self.optimize:
-            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask,
-                          throw=False)
+        marks the padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the
+        ``Translation`` of a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours."""
+        options = {}
+        if isinstance(kernel, Translation):
+            options = dict(trainable=(kernel.trainable, False), bounds=((kernel.lower, 1e-8), (kernel.upper, 1e8)))
+            optimize, kernel = self.optimize and kernel.fits_anything, kernel.kernel  # all fixed: as scikit-learn
+        else:
+            optimize = self.optimize
+        if optimize:
+            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask, throw=False,
+                          **options)
             posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
         else:
             posterior = infer(method, kernel, likelihood, X, y, mask=mask, throw=False)
@@ -334,14 +375,20 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         raise GPClassError(f"likelihood must be 'logistic' or 'probit'; got {self.likelihood!r}.")
 
     def _initial_kernel(self, num_features, dtype):
+        """The gpclass kernel to start from, or for a scikit-learn kernel its ``Translation``."""
         if self.kernel is None:
             shape = (num_features,) if self.ard else ()
             lengthscale = np.full(shape, np.sqrt(num_features), dtype)
             return SquaredExponential(variance=np.asarray(1.0, dtype), lengthscale=lengthscale)
         if self.ard:
             raise GPClassError("ard=True shapes the default kernel only; give your kernel a lengthscale of shape (d,).")
+        if is_sklearn_kernel(self.kernel):
+            return translate(self.kernel, num_features, dtype)
         if not isinstance(self.kernel, AbstractKernel):
-            raise GPClassError(f"kernel must be a gpclass kernel (gpc.kernels) or None; got {self.kernel!r}.")
+            raise GPClassError(
+                f"kernel must be a gpclass kernel (gpc.kernels), a scikit-learn kernel "
+                f"(sklearn.gaussian_process.kernels) or None; got {self.kernel!r}."
+            )
         return jax.tree.map(lambda leaf: jnp.asarray(leaf, dtype) if eqx.is_inexact_array_like(leaf) else leaf,
                             self.kernel)
 

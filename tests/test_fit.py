@@ -304,3 +304,66 @@ def test_a_shared_array_gets_the_transform_of_each_parameter():
     assert float(free[1].epsilon) == pytest.approx(np.log(0.4 / 0.6))  # logit(2 epsilon)
     back = from_free(jax.tree.map(lambda x: x + 5.0, free))
     assert float(back[0].variance) == pytest.approx(0.2 * np.exp(5.0)) and 0.0 < float(back[1].epsilon) < 0.5
+
+
+# --------------------------------------------------------------- per-parameter bounds and fixed parameters
+
+
+def fixed_variance_spec(kernel):
+    """trainable: the kernel's variance fixed, everything else fitted (the likelihood has no parameters)."""
+    return eqx.tree_at(lambda k: k.variance, jax.tree.map(lambda _: True, kernel), False), False
+
+
+def test_per_parameter_bounds_and_fixed_parameters_match_scikit_learn():
+    """``trainable`` holds the variance exactly at its value; per-parameter bounds (one per ARD length scale,
+    traced) bind where they should: the second length scale, whose input matters little, sits exactly on its
+    upper bound 3 (the status says AT_BOUND), the first is stationary.  scikit-learn with the same settings
+    (ConstantKernel fixed, per-element length_scale_bounds) is the truth: the same optimum (log q to 1e-8
+    relative), its gradient in theta zero in the free coordinate and pointing out of the box at the bound.
+    Invalid traced bounds raise from the same program.
+    """
+    X, y = toy_data(n=30, seed=7)
+    start = se(2.0, np.array([1.0, 2.0]))
+    lower = (se(1.0, np.array([1e-2, 1e-2])), 1e-8)  # the variance's bounds are ignored: it is fixed
+    upper = (se(1.0, np.array([1e2, 3.0])), 1e8)
+    result = gpc.fit(gpc.Laplace(), start, LOGISTIC, X, y, bounds=(lower, upper), trainable=fixed_variance_spec(start))
+    assert int(result.status) == gpc.Status.AT_BOUND and float(result.grad_norm) <= 1e-5
+    assert float(result.kernel.variance) == 2.0  # exactly
+    lengthscale = np.asarray(result.kernel.lengthscale)
+    assert lengthscale[1] == pytest.approx(3.0, rel=1e-14)
+    sk_kernel = ConstantKernel(2.0, "fixed") * RBF([1.0, 2.0], [[1e-2, 1e2], [1e-2, 3.0]])
+    sk = GaussianProcessClassifier(sk_kernel).fit(X, y)
+    assert float(result.objective) == pytest.approx(sk.log_marginal_likelihood_value_, rel=1e-8)
+    np.testing.assert_allclose(np.log(lengthscale), sk.kernel_.theta, atol=1e-3)
+    value, grad = sk.log_marginal_likelihood(np.log(lengthscale), eval_gradient=True)
+    assert float(result.objective) == pytest.approx(value, rel=1e-12)
+    assert abs(grad[0]) <= 1e-4 and grad[1] > 1e-3  # at the upper bound the objective rises outwards
+    # Array bounds are traced: other values reuse the program (the numbers, 1e-8 and 1e8, are static), and
+    # invalid ones raise from it.
+    swapped = ((upper[0], 1e-8), (lower[0], 1e8))
+    with pytest.raises(gpc.GPClassError, match=r"0 < lower < upper < inf, parameter by parameter\.$"):
+        gpc.fit(gpc.Laplace(), start, LOGISTIC, X, y, bounds=swapped, trainable=fixed_variance_spec(start))
+
+
+def test_bounds_and_trainable_are_validated():
+    X, y = toy_data(n=30, seed=7)
+    start = se(2.0, np.array([1.0, 2.0]))
+    spec = fixed_variance_spec(start)
+
+    def fit(**options):
+        return gpc.fit(gpc.Laplace(), start, LOGISTIC, X, y, **options)
+
+    with pytest.raises(gpc.GPClassError, match=r"trainable must hold True or False.*array of dtype float64"):
+        fit(trainable=(se(0.0, 1.0), False))  # a kernel's constructor made floats of the booleans
+    with pytest.raises(gpc.GPClassError, match=r"trainable must be True, False or a pytree"):
+        fit(trainable=(True, False, True))
+    with pytest.raises(gpc.GPClassError, match=r"no floating-point parameters to fit \(trainable fixes every one\)"):
+        fit(trainable=False)
+    with pytest.raises(gpc.GPClassError, match=r"the lower bounds must be a number or a pytree"):
+        fit(bounds=((1e-3, 1e-3, 1e-3), 1e3))
+    with pytest.raises(gpc.GPClassError, match=r"shape \(2,\) has bounds of shapes \(3,\) and \(\)"):
+        fit(bounds=((se(1e-3, np.full(3, 1e-3)), 1e-8), 1e3))
+    with pytest.raises(gpc.GPClassError, match=r"0 < lower < upper < inf, parameter by parameter; got bounds="):
+        fit(bounds=((0.5, 1e-8), (0.4, 1e8)), trainable=spec)  # numbers per subtree: checked before tracing
+    with pytest.raises(gpc.GPClassError, match=r"bounds must be None or a pair"):
+        fit(bounds=(1e-3, 1.0, 1e3))
