@@ -117,13 +117,16 @@ def main():
     parser.add_argument("--before", required=True, help="the earlier commit")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--name", default="before_after")
+    parser.add_argument("--only", default=None, help="comma-separated workload names (default: all)")
     args = parser.parse_args()
     info = machine_header(f"A/B in one process: gpclass at {args.before} against this tree", args)
     X, y = gpclass.datasets.load("usps35")
     X = gpclass.datasets.standardize(X)
     with tempfile.TemporaryDirectory() as directory:
         before = import_before(args.before, Path(directory))
-        versions = {label: workloads(gpc, X, y) for label, gpc in (("before", before), ("after", gpclass))}
+        only = None if args.only is None else set(args.only.split(","))
+        versions = {label: {name: fn for name, fn in workloads(gpc, X, y).items() if only is None or name in only}
+                    for label, gpc in (("before", before), ("after", gpclass))}
         fns = {f"{name} | {label}": versions[label][name] for name in versions["before"] for label in versions}
         times = compile_and_time(fns, repeats=0)  # compile (and a first run) of each
         for key, (median, minimum) in alternating(fns, args.repeats).items():
