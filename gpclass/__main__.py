@@ -1,7 +1,7 @@
 """The main job: ML-II Laplace on a bundled real data set, then held-out metrics.
 
     python -m gpclass [--dataset ionosphere] [--n-train 200] [--likelihood logistic|probit] [--seed 0]
-                      [--kernel se|matern12|matern32|matern52|rq|nn] [--cache-dir DIR | --no-cache]
+                      [--kernel se|matern12|matern32|matern52|rq|nn] [--ard] [--cache-dir DIR | --no-cache]
 
 The same on a CSV file of your own (``_csv_job.py``; held-out split or k-fold CV, any method, a JSON report):
 
@@ -79,11 +79,12 @@ def run(args, dtype) -> None:
     X_train, X_test = gpc.datasets.standardize(X_train, X_test)
     X_train, X_test = jnp.asarray(X_train, dtype), jnp.asarray(X_test, dtype)
     likelihood = gpc.likelihoods.Logistic() if args.likelihood == "logistic" else gpc.likelihoods.Probit()
-    kernel = _csv_job.make_kernel(args.kernel, X.shape[1], False, dtype)
+    kernel = _csv_job.make_kernel(args.kernel, X.shape[1], args.ard, dtype)
     print(
         f"gpclass {gpc.__version__}: Laplace ML-II on {args.dataset} ({len(y_train)} train / {len(y_test)} test, "
         f"d = {X.shape[1]}, {args.likelihood} likelihood, {_csv_job.KERNELS[args.kernel][1]} kernel, "
-        f"{jnp.dtype(dtype).name}), L-BFGS from sigma_f = 1, l = sqrt(d){', alpha = 1' if args.kernel == 'rq' else ''}"
+        f"{jnp.dtype(dtype).name}), L-BFGS from sigma_f = 1, l = sqrt(d){' for every input (ARD)' if args.ard else ''}"
+        f"{', alpha = 1' if args.kernel == 'rq' else ''}"
     )
 
     start = time.perf_counter()
@@ -97,8 +98,11 @@ def run(args, dtype) -> None:
 
     k = result.kernel
     alpha = f", alpha = {float(k.alpha):.4g}" if args.kernel == "rq" else ""
-    print(f"fitted: sigma_f = {float(jnp.sqrt(k.variance)):.4g}, lengthscale = {float(k.lengthscale):.4g}{alpha}  "
-          f"(log sigma_f = {float(0.5 * jnp.log(k.variance)):.3f}, log l = {float(jnp.log(k.lengthscale)):.3f})")
+    lengthscale = np.asarray(k.lengthscale, np.float64)
+    shown = np.array2string(lengthscale, precision=4) if lengthscale.ndim else f"{float(lengthscale):.4g}"
+    log_l = np.array2string(np.log(lengthscale), precision=3) if lengthscale.ndim else f"{np.log(lengthscale):.3f}"
+    print(f"fitted: sigma_f = {float(jnp.sqrt(k.variance)):.4g}, lengthscale = {shown}{alpha}  "
+          f"(log sigma_f = {float(0.5 * jnp.log(k.variance)):.3f}, log l = {log_l})")
     print(f"log marginal likelihood: {float(result.objective):.4f}  ({int(result.num_steps)} L-BFGS steps, "
           f"max|grad| = {float(result.grad_norm):.1e})")
     print(f"stopped: {gpc.Status(int(result.status)).message}")

@@ -100,7 +100,9 @@ def add_arguments(parser) -> None:
 
 def check_arguments(args, parser) -> None:
     """Options of one job given to the other are usage errors (exit status 2)."""
-    csv_only = ["target", "features", "drop_missing", "test_fraction", "folds", "ard", "report", "plot"]
+    csv_only = ["target", "features", "drop_missing", "test_fraction", "folds", "report", "plot"]
+    if args.kernel == "nn" and args.ard:
+        parser.error("--kernel nn (GPML's covNNone) has one length scale; --ard is not available for it")
     if args.csv is None:
         given = [name for name in csv_only if getattr(args, name) not in (None, False)]
         given += ["method"] if args.method != "laplace" else []
@@ -116,8 +118,6 @@ def check_arguments(args, parser) -> None:
         parser.error(f"--test-fraction must lie strictly between 0 and 1, got {args.test_fraction}")
     if args.folds is not None and args.folds < 2:
         parser.error(f"--folds must be at least 2, got {args.folds}")
-    if args.kernel == "nn" and args.ard:
-        parser.error("--kernel nn (GPML's covNNone) has one length scale; --ard is not available for it")
     if args.method == "jj" and args.likelihood != "logistic":
         parser.error("--method jj (the Jaakkola-Jordan bound) needs --likelihood logistic")
     problem = output_path_problem(args)

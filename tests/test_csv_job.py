@@ -132,6 +132,16 @@ def test_kernel_option_rational_quadratic_with_ard(tmp_path, capsys):
     assert len(run["hyperparameters"]["lengthscale"]) == 8 and run["hyperparameters"]["alpha"] > 0
 
 
+def test_main_job_takes_kernel_and_ard(capsys):
+    """The bundled-data job with --kernel matern52 --ard: one fitted length scale per feature, reported as an array,
+    in-process (the fit starts from every length scale sqrt(d) = sqrt(34) on ionosphere)."""
+    main(["--dataset", "ionosphere", "--n-train", "40", "--kernel", "matern52", "--ard", "--no-cache"])
+    out = capsys.readouterr().out
+    assert "for every input (ARD)" in out and "test error:" in out
+    fitted = out.split("fitted: ")[1].split("lengthscale = ")[1]
+    assert fitted.startswith("[") and len(fitted.split("]")[0].split()) >= 34 - 1
+
+
 def test_kernel_option_builds_each_kernel_for_both_jobs():
     """--kernel NAME (parsed for the bundled-data job too, which builds its kernel with the same make_kernel):
     each choice's class, starting values and ARD shape, without fitting."""
