@@ -118,7 +118,12 @@ def main():
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--name", default="before_after")
     parser.add_argument("--only", default=None, help="comma-separated workload names (default: all)")
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="limit every BLAS pool of the process (gpc.limit_lapack_threads) for both versions: "
+                             "compares the code alone where the earlier version limited its own calls")
     args = parser.parse_args()
+    if args.blas_threads is not None:
+        gpclass.limit_lapack_threads(args.blas_threads)
     info = machine_header(f"A/B in one process: gpclass at {args.before} against this tree", args)
     X, y = gpclass.datasets.load("usps35")
     X = gpclass.datasets.standardize(X)
