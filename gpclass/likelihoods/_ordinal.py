@@ -120,6 +120,17 @@ class Ordinal(AbstractLikelihood):
         """Integer labels 0..K-1 (floats holding whole numbers accepted), as floats of ``dtype``, checked."""
         return check_ordinal_labels(y, n, self.num_classes, dtype, checks)
 
+    def host_labels(self, y: np.ndarray, dtype) -> np.ndarray:
+        """:meth:`check_labels` in NumPy, on the host (``gpc.fit_svgp``)."""
+        last = self.num_classes - 1
+        if y.dtype == np.bool_ or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
+            raise GPClassError(f"ordinal labels must be integers 0..{last}; got dtype {y.dtype}.")
+        if np.issubdtype(y.dtype, np.floating) and not np.all(np.isfinite(y) & (y == np.round(y))):
+            raise GPClassError(f"ordinal labels must be whole numbers 0..{last} (got a fraction or NaN).")
+        if np.any((y < 0) | (y > last)):
+            raise GPClassError(f"ordinal labels must lie in 0..{last} for Ordinal({self.num_classes}).")
+        return y.astype(dtype)
+
     def one_class(self, y) -> Bool[Array, ""]:
         """Fewer than two of the K classes occur among the checked labels (left-out cases, -1, are none)."""
         present = jnp.any(y[:, None] == jnp.arange(self.num_classes, dtype=y.dtype), axis=0)
