@@ -74,7 +74,8 @@ class Ordinal(AbstractLikelihood):
         self.num_classes = num_classes
         self.first_cutpoint = cutpoints[0]
         self.increments = jnp.diff(cutpoints)
-        self.noise = as_float(noise)
+        noise = as_float(noise)
+        self.noise = jnp.asarray(noise, noise.dtype)  # not weakly typed: one jit cache entry, however given
 
     @classmethod
     def from_parameters(cls, num_classes: int, first_cutpoint, increments, noise=1.0) -> "Ordinal":
