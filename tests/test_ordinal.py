@@ -14,7 +14,9 @@
 Data of one shape per kind of test, so that the compiled programs are shared.
 """
 
+import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import mpmath
@@ -333,3 +335,139 @@ def test_two_classes_equal_probit_under_laplace_ep_and_kl():
         for a, b in [(ordinal[1], probit[1]), (ordinal[2], probit[2]), (ordinal[5][0], probit[5][0])]:
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(ordinal[3][:, 1], probit[3], rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# MCMC and AIS against quadrature, within Monte Carlo error
+
+Z_MAX = 5.0  # |estimate - truth| <= 5 standard errors (as in test_sampling_probit.py)
+NUM_CHAINS = 32
+MCMC_HMC = gpc.MCMC(sampler=gpc.samplers.HMC(step_size=0.25, num_leapfrog=6), num_samples=400, num_warmup=200,
+                    num_chains=NUM_CHAINS)
+AIS_HMC = gpc.AIS(num_temperatures=16, num_runs=1024, sampler=gpc.samplers.HMC(step_size=0.3, num_leapfrog=6))
+
+
+@functools.partial(gpc.jit, static_argnums=0, compiler_options=FAST_COMPILE)
+def sample(method, X, y, key):
+    post = gpc.infer(method, KERNEL, K3, X, y, key=key)
+    return post, gpc.predict(post, X_TEST)
+
+
+def test_mcmc_and_ais_match_quadrature():
+    """Three coupled latents: HMC's posterior mean and covariance (per-chain estimates of 32 chains) and AIS's
+    log Z (delta-method standard error from 1024 runs) within 5 standard errors of quadrature (measured |z| <= 1.7);
+    the predictions of both are the sample average of the exact class probabilities given each sample, (m, K)."""
+    X = PROBLEMS["n3"]
+    log_z, mean, cov, p_true = quadrature(Y3, X)
+    post, p = sample(MCMC_HMC, X, Y3, jax.random.key(0))
+    chains = np.asarray(post.samples).reshape(NUM_CHAINS, -1, 3)
+    chain_means = chains.mean(axis=1)
+    centred = chains - chain_means[:, None, :]
+    chain_covs = np.einsum("csi,csj->cij", centred, centred) / (chains.shape[1] - 1)
+    worst = 0.0
+    for per_chain, truth, se_max in [(chain_means, mean, 0.02), (chain_covs, cov, 0.05)]:
+        se = per_chain.std(axis=0, ddof=1) / np.sqrt(NUM_CHAINS)
+        assert np.all(se > 0) and np.all(se < se_max)
+        z = (per_chain.mean(axis=0) - truth) / se
+        worst = max(worst, np.max(np.abs(z)))
+    p = np.asarray(p)
+    assert p.shape == (2, 3)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(p, p_true, atol=0.02)
+    # The average over samples, recomputed here: p(y* = k | f_s) exact under p(f*|f_s).
+    L = np.asarray(post.chol)
+    K_cross = gram(X_TEST, X)
+    A = np.linalg.solve(L @ L.T, K_cross.T)
+    scale = np.sqrt(SIGMA3**2 + 2.0 - np.sum(K_cross.T * A, axis=0))
+    means = np.asarray(post.samples) @ A
+    lower, upper = np.r_[-np.inf, CUTS3], np.r_[CUTS3, np.inf]
+    p_s = np.stack([special.ndtr((upper[k] - means) / scale) - special.ndtr((lower[k] - means) / scale)
+                    for k in range(3)], -1)
+    np.testing.assert_allclose(p, p_s.mean(axis=0), rtol=1e-10)
+
+    annealed, p_ais = sample(AIS_HMC, X, Y3, jax.random.key(1))
+    log_w = np.asarray(annealed.log_weights)
+    w = np.exp(log_w - log_w.max())
+    se = w.std(ddof=1) / (np.sqrt(len(w)) * w.mean())
+    assert 0 < se < 0.05
+    worst = max(worst, abs(float(annealed.log_marginal) - log_z) / se)
+    np.testing.assert_allclose(np.asarray(p_ais).sum(axis=1), 1.0, rtol=1e-12)
+    print("mcmc/ais worst |z|", worst)
+    assert worst <= Z_MAX
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# gpc.fit, the API
+
+
+def test_fit_learns_cutpoints():
+    """gpc.fit (EP) learns the cutpoints with the kernel and sigma held fixed (``trainable``), on 100 cases whose
+    inputs lie 50 length scales apart: independent latents f_i ~ N(0, 2), for which EP is exact and the
+    likelihood of the cutpoints is that of the class frequencies, p(y = k) = Phi(b_{k+1}/s) - Phi(b_k/s),
+    s^2 = sigma^2 + 2.  Its maximiser in closed form: b_k = s Phi^-1(#{y_i < k} / n).  The labels are drawn
+    from the model with cutpoints -1, 0.2, 1.5 and fitted from -2, -1.5, 2.5: converged, log q raised, the
+    closed-form maximiser to 1e-5 (measured 1.5e-7), and the true cutpoints within the sampling error (0.4;
+    measured 0.24)."""
+    rng = np.random.default_rng(0)
+    n, true_cuts, sigma = 100, np.array([-1.0, 0.2, 1.5]), 0.5
+    X = 50.0 * np.arange(n, dtype=float)[:, None]
+    y = np.digitize(np.sqrt(2.0) * rng.normal(size=n) + sigma * rng.normal(size=n), true_cuts).astype(float)
+    lik = gpc.likelihoods.Ordinal(4, [-2.0, -1.5, 2.5], noise=sigma)
+    trainable = (False, eqx.tree_at(lambda t: t.noise, jax.tree.map(lambda _: True, lik), False))
+    result = gpc.fit(gpc.EP(), KERNEL, lik, X, y, trainable=trainable)
+    assert bool(result.converged) and float(result.objective) > float(result.history[0])
+    assert float(result.likelihood.noise) == sigma and float(result.kernel.variance) == 2.0
+    cuts = np.asarray(result.likelihood.cutpoints)
+    closed_form = np.sqrt(sigma**2 + 2.0) * special.ndtri(np.array([np.mean(y < k) for k in (1, 2, 3)]))
+    print("fitted cutpoints", cuts, closed_form, int(result.num_steps), np.max(np.abs(cuts - closed_form)))
+    np.testing.assert_allclose(cuts, closed_form, atol=1e-5)
+    np.testing.assert_allclose(cuts, true_cuts, atol=0.4)
+    p = gpc.predict(result.posterior, X[:5])
+    assert p.shape == (5, 4)
+    np.testing.assert_allclose(result.likelihood.mean_rank(p), p @ np.arange(4.0), rtol=1e-14)
+
+
+def test_constructor_labels_and_integrators():
+    """Clear errors for bad settings and labels; parameters and cutpoints; MacKay refused; mask and a sparse prior
+    (Z = X: K~ = K) agree with the plain problem; jit and vmap over the cutpoints."""
+    with pytest.raises(gpc.GPClassError, match="strictly increasing"):
+        gpc.likelihoods.Ordinal(3, [0.5, 0.5])
+    with pytest.raises(gpc.GPClassError, match="num_classes >= 2"):
+        gpc.likelihoods.Ordinal(1)
+    with pytest.raises(gpc.GPClassError, match="needs 2 cutpoints"):
+        gpc.likelihoods.Ordinal(3, [0.0])
+    with pytest.raises(gpc.GPClassError, match="noise"):
+        gpc.likelihoods.Ordinal(3, noise=0.0)
+    lik = gpc.likelihoods.Ordinal(5)
+    np.testing.assert_array_equal(lik.cutpoints, [-1.5, -0.5, 0.5, 1.5])
+    assert lik.unconstrained == ("first_cutpoint",) and lik.num_latent == 1 and lik.log_concave
+    X = PROBLEMS["n3"]
+    for bad, message in [([0.0, 1.5, 2.0], "whole numbers"), ([0.0, 3.0, 1.0], "lie in 0..2"),
+                         ([0.0, np.nan, 1.0], "NaN")]:
+        with pytest.raises(Exception, match=message):
+            jax.block_until_ready(jit_call(K3.check_labels, np.array(bad), 3, jnp.float64))
+    with pytest.raises(gpc.GPClassError, match="integers"):
+        K3.check_labels(np.array([True, False, True]), 3, jnp.float64)
+    np.testing.assert_array_equal(K3.host_labels(np.array([0, 2, 1]), np.float64), Y3)
+    with pytest.raises(gpc.GPClassError, match="lie in 0..2"):
+        K3.host_labels(np.array([0, 3, 1]), np.float64)
+    # gpc.fit refuses labels of one class (likelihood.one_class); left-out cases (mask: -1) are no class.
+    assert bool(K3.one_class(jnp.array([2.0, 2.0, 2.0]))) and bool(K3.one_class(jnp.array([-1.0, 0.0, 0.0])))
+    assert not bool(K3.one_class(jnp.array([0.0, -1.0, 2.0])))
+    post = run("laplace", X=X)[4]
+    with pytest.raises(gpc.GPClassError, match="Exact"):
+        gpc.predict(post, X_TEST, integrator=gpc.integrators.MacKay())
+
+    @gpc.jit
+    def checks(cuts, X, y, mask):
+        lik = gpc.likelihoods.Ordinal(3, cuts, noise=SIGMA3)
+        masked = gpc.infer(gpc.Laplace(), KERNEL, lik, X, y, mask=mask).log_marginal
+        sparse = gpc.infer(gpc.Laplace(), gpc.Sparse(KERNEL, X[:3], jitter=0.0), lik, X[:3], y[:3]).log_marginal
+        return masked, sparse
+
+    cuts = np.stack([CUTS3, CUTS3 + 0.3])
+    X4, y4, mask = np.r_[X, [[5.0]]], np.r_[Y3, 0.0], np.array([True, True, True, False])
+    masked, sparse = jax.vmap(checks, in_axes=(0, None, None, None))(cuts, X4, y4, mask)
+    plain = [run("laplace", lik=gpc.likelihoods.Ordinal(3, c, noise=SIGMA3), X=X)[0] for c in cuts]
+    np.testing.assert_allclose(masked, plain, rtol=1e-12)
+    np.testing.assert_allclose(sparse, plain, rtol=1e-6)  # Z = X: K~ = K up to the factorisation's rounding
