@@ -1,7 +1,8 @@
 """How a prediction averages the likelihood over the latent predictive Gaussian: strategy objects.
 
 ``gpc.predict(posterior, X_test, integrator=...)``; ``None`` (the default) takes the likelihood's own
-(``likelihood.integrator``): :class:`Exact` for a binary likelihood, :class:`MonteCarlo` for the softmax.
+(``likelihood.integrator``): :class:`Exact` for a binary likelihood (and for ``Ordinal``, whose ``binary`` method
+returns the (m, K) class probabilities: one latent function), :class:`MonteCarlo` for the softmax.
 
     >>> p = gpc.predict(post, X_test, integrator=gpc.integrators.MacKay())
     >>> p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MeanField())

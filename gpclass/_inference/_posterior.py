@@ -108,8 +108,8 @@ class AbstractPosterior(eqx.Module):
         raise NotImplementedError
 
     def _probability(self, X_test, integrator, key):
-        """p(y* = +1) (m,) for one latent, E[softmax(f*)] (m, C) for C, by ``integrator`` (an
-        ``AbstractIntegrator``: see :func:`gpclass.predict`)."""
+        """p(y* = +1) (m,) for one latent (the ordinal likelihood: (m, K)), E[softmax(f*)] (m, C) for C, by
+        ``integrator`` (an ``AbstractIntegrator``: see :func:`gpclass.predict`)."""
         mean, var = self._latent(X_test)
         if self.num_latent > 1:
             return integrator.classes(self.likelihood, mean, var, key)

@@ -28,7 +28,11 @@ class AbstractLikelihood(eqx.Module):
 
     What inference asks of any likelihood (the protocol ``gpc.likelihoods.Softmax``
     follows too): ``num_latent``, the latent functions per case (1 here), and
-    :meth:`check_labels`, the labels in the form ``log_prob`` takes them.
+    :meth:`check_labels`, the labels in the form ``log_prob`` takes them.  With them, for labels other than
+    +-1 (``gpc.likelihoods.Ordinal``: 0..K-1): ``left_out_label`` (the label ``mask`` gives a left-out case),
+    :meth:`one_class` (``gpc.fit``'s check), :meth:`host_labels` (``gpc.fit_svgp``'s), :meth:`transitions`
+    (the panels of :meth:`expected_log_prob`) and ``binary`` (whether ``predictive_probability`` is
+    p(y* = +1), shape (m,), which ``gpc.integrators.MacKay`` requires).
     """
 
     log_concave = True

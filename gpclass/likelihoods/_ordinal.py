@@ -16,8 +16,8 @@ class Ordinal(AbstractLikelihood):
     """p(y = k | f) = Phi((b_k - f) / sigma) - Phi((b_{k-1} - f) / sigma),  k = 0..K-1,  b_0 = -inf, b_K = +inf.
 
     The ordinal regression model of Chu & Ghahramani (2005, "Gaussian processes for ordinal regression",
-    JMLR 6, section 2: the likelihood of an ordinal variable as the latent function plus Gaussian noise
-    N(0, sigma^2) falling between two of K - 1 ordered cutpoints b_1 < ... < b_{K-1}); a cumulative probit model.
+    JMLR 6: an ordinal label is the bin, between two of K - 1 ordered cutpoints b_1 < ... < b_{K-1}, into which
+    the latent function plus Gaussian noise N(0, sigma^2) falls); a cumulative probit model.
     One latent function per case; log p(y|f) is concave in f (W > 0), so every method applies.  With K = 2,
     cutpoint 0 and sigma = 1 it is ``Probit()`` with class 0 as label -1 and class 1 as +1.
 
@@ -170,7 +170,7 @@ class Ordinal(AbstractLikelihood):
         return log_p, c * (A - B) / self.noise, (A * (hi + A) - B * (lo + 2.0 * A - B)) / self.noise**2
 
     def tilted_moments(self, y, mean, var):
-        """Closed form (the EP updates of Chu & Ghahramani): Z = p(y | mean) with scale s = sqrt(sigma^2 + var)
+        """Closed form (as in Chu & Ghahramani's EP): Z = p(y | mean) with scale s = sqrt(sigma^2 + var)
         (int Phi((b - f)/sigma) N(f|mean, var) df = Phi((b - mean)/s), GPML eq. 3.82), and with hi, lo, c, A, B
         of :meth:`_interval` at that scale,
 
