@@ -69,6 +69,10 @@ def predict(
     logistic at every latent variance); :class:`~gpclass.integrators.MacKay` uses sigma(kappa(s^2) mean)
     (Gibbs & MacKay eq. 23), meant for the logistic likelihood.
 
+    Ordinal posteriors (``gpc.likelihoods.Ordinal(K)``, one latent function, any method) return the K class
+    probabilities p(y* = k | x*) of shape (m, K), exact for a Gaussian latent (``Exact``, the default); the
+    predictive mean rank is ``posterior.likelihood.mean_rank(p)``, the latent moments :func:`predict_latent`.
+
     Sample posteriors (MCMC, AIS) average p(y* = +1 | f_s) over the samples, each integrated over
     p(f*|f_s) as for a Gaussian posterior (Kuss & Rasmussen section 6.1).
 

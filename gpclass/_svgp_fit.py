@@ -209,7 +209,8 @@ def _step(trainable, opt_state, X_batch, y_batch, sample_key, i, num_data, stati
 
 
 def _check_data(model, X, y):
-    """Finite (n, d) inputs matching Z's width and labels in {-1, +1} (softmax: int32 0..C-1), as NumPy arrays.
+    """Finite (n, d) inputs matching Z's width and labels in {-1, +1} (softmax: int32 0..C-1; others: the
+    likelihood's ``host_labels``), as NumPy arrays.
 
     Checked on the host, before any data reach a device.
     """
@@ -226,11 +227,7 @@ def _check_data(model, X, y):
         raise GPClassError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}.")
     if model.num_latent > 1:
         return X, _check_class_labels(y, model.num_latent)
-    if y.dtype == np.bool_:
-        y = np.where(y, 1.0, -1.0)
-    elif not np.all(np.isin(y, (-1, 0, 1))) or (np.any(y == 0) and np.any(y == -1)):
-        raise GPClassError("binary labels must be in {-1, +1}, {0, 1} or booleans (not both 0 and -1).")
-    return X, np.where(y > 0, 1.0, -1.0).astype(X.dtype)
+    return X, model.likelihood.host_labels(y, X.dtype)
 
 
 def _check_class_labels(y, num_classes: int):

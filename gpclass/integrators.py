@@ -1,7 +1,8 @@
 """How a prediction averages the likelihood over the latent predictive Gaussian: strategy objects.
 
 ``gpc.predict(posterior, X_test, integrator=...)``; ``None`` (the default) takes the likelihood's own
-(``likelihood.integrator``): :class:`Exact` for a binary likelihood, :class:`MonteCarlo` for the softmax.
+(``likelihood.integrator``): :class:`Exact` for a binary likelihood (and for ``Ordinal``, whose ``binary`` method
+returns the (m, K) class probabilities: one latent function), :class:`MonteCarlo` for the softmax.
 
     >>> p = gpc.predict(post, X_test, integrator=gpc.integrators.MacKay())
     >>> p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MeanField())
@@ -45,6 +46,9 @@ class MacKay(AbstractIntegrator):
     """sigma(kappa(var) mean), kappa = (1 + pi var / 8)^-1/2 (Gibbs & MacKay eq. 23), meant for the logistic."""
 
     def binary(self, likelihood, mean, var):
+        if not likelihood.binary:
+            raise _GPClassError(f"{type(self).__name__} averages a binary likelihood; for "
+                               f"{type(likelihood).__name__} use gpc.integrators.Exact().")
         return _mackay_probability(mean, var)
 
 
