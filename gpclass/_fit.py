@@ -214,7 +214,7 @@ def fit(
     kernel.parameter_checks(checks)
     likelihood.parameter_checks(checks)
     y, _ = apply_mask(method, likelihood, likelihood.check_labels(y, X.shape[0], X.dtype, checks), mask, checks)
-    y = check_two_classes(y, checks)
+    y = check_two_classes(y, checks, likelihood.one_class(y))
     dtype = X.dtype
     gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
     if ftol is None:

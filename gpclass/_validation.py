@@ -126,7 +126,44 @@ def check_class_labels(y, n: int, num_classes: int, dtype, checks: Checks | None
     return checks.attach(indicators) if own else indicators
 
 
-def check_two_classes(y, checks: Checks | None = None):
+def check_ordinal_labels(y, n: int, num_classes: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:
+    """Ordered class labels 0..K-1 as floats of ``dtype`` (``gpc.likelihoods.Ordinal``).
+
+    Integers, or floats holding whole numbers; anything else (a fraction, a
+    label outside 0..K-1, a NaN, booleans) is an error.
+    """
+    y = jnp.asarray(y)
+    if y.shape != (n,):
+        raise GPClassError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
+    if y.dtype == jnp.bool_ or not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
+        raise GPClassError(f"ordinal labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
+    checks, own = _own(checks)
+    if jnp.issubdtype(y.dtype, jnp.floating):
+        checks.fail_if(
+            jnp.isnan(y),
+            f"ordinal labels contain NaN; they must be whole numbers 0..{num_classes - 1} "
+            "(missing labels are not supported: drop those cases).",
+        )
+        checks.fail_if(
+            (y != jnp.round(y)) & ~jnp.isnan(y),
+            f"ordinal labels must be whole numbers 0..{num_classes - 1} (got a fraction).",
+        )
+    checks.fail_if(
+        (y < 0) | (y > num_classes - 1),
+        f"ordinal labels must lie in 0..{num_classes - 1} for Ordinal({num_classes}).",
+    )
+    labels = y.astype(dtype)
+    return checks.attach(labels) if own else labels
+
+
+def binary_one_class(y) -> Bool[Array, ""]:
+    """Whether checked labels ({-1, +1} floats, or (n, C) indicators) show fewer than two classes."""
+    if y.ndim == 2:
+        return jnp.sum(jnp.any(y > 0, axis=0)) < 2
+    return ~jnp.any(y > 0) | ~jnp.any(y < 0)  # left-out cases (label 0, ``mask``) are neither
+
+
+def check_two_classes(y, checks: Checks | None = None, one_class=None):
     """Checked labels ({-1, +1} floats, or the (n, C) indicators of ``check_class_labels``) of at least two
     classes, else an error.
 
@@ -134,13 +171,11 @@ def check_two_classes(y, checks: Checks | None = None):
     increasing as the length scale and the signal variance grow (a constant
     latent function of the observed class's sign; log q tends to about
     log 1/2, measured with Laplace and EP).  A run-time check, so it also
-    raises inside jit and vmap.
+    raises inside jit and vmap.  ``one_class``: the likelihood's own test
+    (``likelihood.one_class(y)``: ordinal labels 0..K-1), if given.
     """
-    if y.ndim == 2:
-        classes_seen = jnp.sum(jnp.any(y > 0, axis=0))
-        one_class = classes_seen < 2
-    else:
-        one_class = ~jnp.any(y > 0) | ~jnp.any(y < 0)  # left-out cases (label 0, ``mask``) are neither
+    if one_class is None:
+        one_class = binary_one_class(y)
     checks, own = _own(checks)
     checks.fail_if(
         one_class,

@@ -45,6 +45,9 @@ class MacKay(AbstractIntegrator):
     """sigma(kappa(var) mean), kappa = (1 + pi var / 8)^-1/2 (Gibbs & MacKay eq. 23), meant for the logistic."""
 
     def binary(self, likelihood, mean, var):
+        if not likelihood.binary:
+            raise _GPClassError(f"{type(self).__name__} averages a binary likelihood; for "
+                               f"{type(likelihood).__name__} use gpc.integrators.Exact().")
         return _mackay_probability(mean, var)
 
 

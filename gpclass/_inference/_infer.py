@@ -90,7 +90,8 @@ def solve_posterior(
 
 
 def apply_mask(method, likelihood, y, mask, checks):
-    """Labels with the left-out cases set to 0, and the likelihood that ignores them (``likelihoods._masked``)."""
+    """Labels with the left-out cases set to ``likelihood.left_out_label``, and the likelihood that ignores them
+    (``likelihoods._masked``)."""
     if mask is None:
         return y, likelihood
     if likelihood.num_latent != 1 or not method.supports_mask:
@@ -101,7 +102,7 @@ def apply_mask(method, likelihood, y, mask, checks):
         raise GPClassError(f"mask must be booleans of shape {y.shape}; got {mask.dtype} of shape {mask.shape}.")
     mask = mask.astype(bool)
     checks.fail_if(~jnp.any(mask), "mask: every case is left out.")
-    return jnp.where(mask, y, 0.0).astype(y.dtype), Masked(likelihood)
+    return jnp.where(mask, y, likelihood.left_out_label).astype(y.dtype), Masked(likelihood)
 
 
 def prior_covariance(kernel, X):

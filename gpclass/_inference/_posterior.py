@@ -308,7 +308,9 @@ class SamplePosterior(AbstractPosterior):
     def _probability(self, X_test, integrator, key):
         """sum_s w_s int p(y* = +1|f*) p(f*|f_s) df*, each as for a Gaussian posterior (by ``integrator``)."""
         weights, means, var = self._conditionals(X_test)
-        return weights @ integrator.binary(self.likelihood, means, jnp.broadcast_to(var, means.shape))
+        # (S, m), or (S, m, K) for the ordinal likelihood's K class probabilities
+        return jnp.tensordot(weights, integrator.binary(self.likelihood, means, jnp.broadcast_to(var, means.shape)),
+                             axes=1)
 
     def _conditionals(self, X_test):
         """p(f*|f_s) = N(k*^T K^-1 f_s, k** - k*^T K^-1 k*) for every sample (GPML eqs. 2.19 / 3.21 with f known).

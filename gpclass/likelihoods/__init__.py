@@ -1,11 +1,15 @@
-"""Likelihoods p(y|f): binary ones for labels y in {-1, +1}, and the multi-class softmax."""
+"""Likelihoods p(y|f): binary ones for labels y in {-1, +1}, the multi-class softmax, and the ordinal
+(cumulative probit) likelihood for ordered labels 0..K-1."""
 
 from ._base import AbstractLikelihood
 from ._heaviside import Heaviside
 from ._label_noise import LabelNoise
 from ._logistic import Logistic
 from ._mackay import mackay_probability
+from ._ordinal import Ordinal
 from ._probit import Probit
 from ._softmax import Softmax
 
-__all__ = ["AbstractLikelihood", "Heaviside", "LabelNoise", "Logistic", "Probit", "Softmax", "mackay_probability"]
+__all__ = [
+    "AbstractLikelihood", "Heaviside", "LabelNoise", "Logistic", "Ordinal", "Probit", "Softmax", "mackay_probability",
+]

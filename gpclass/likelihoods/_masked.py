@@ -1,8 +1,9 @@
 """A binary likelihood with some cases left out: the padding of ragged data sets batched together.
 
 ``gpc.infer(..., mask=m)`` and ``gpc.fit(..., mask=m)`` set the label of every
-case with ``m == False`` to 0 (checked labels are otherwise +-1) and wrap the
-likelihood in :class:`Masked`, for which a case with label 0 has p(y|f) = 1:
+case with ``m == False`` to the likelihood's ``left_out_label`` (0 for the binary likelihoods, whose checked
+labels are otherwise +-1; -1 for ``Ordinal``, whose labels are 0..K-1) and wrap the
+likelihood in :class:`Masked`, for which a case with that label has p(y|f) = 1:
 log p = 0, no slope, no curvature (W = 0), tilted moments equal to the cavity's
 (so EP's site stays at zero precision), and no expected log-likelihood.  Such
 a case changes neither the posterior of the other cases nor log q(y|X): its
@@ -16,30 +17,37 @@ from ._base import AbstractLikelihood
 
 
 class Masked(AbstractLikelihood):
-    """``base`` for labels +-1; the constant likelihood 1 for label 0 (a left-out case)."""
+    """``base`` for its labels; the constant likelihood 1 for ``base.left_out_label`` (a left-out case)."""
 
     base: AbstractLikelihood
+
+    @property
+    def left_out_label(self):
+        return self.base.left_out_label
+
+    def _kept(self, y):
+        return y != self.base.left_out_label
 
     @property
     def log_concave(self):
         return self.base.log_concave
 
     def log_prob(self, y, f):
-        kept = y != 0
+        kept = self._kept(y)
         return jnp.where(kept, self.base.log_prob(jnp.where(kept, y, 1.0), f), 0.0)
 
     def derivatives(self, y, f):
-        kept = y != 0
+        kept = self._kept(y)
         lp, slope, w = self.base.derivatives(jnp.where(kept, y, 1.0), f)
         return jnp.where(kept, lp, 0.0), jnp.where(kept, slope, 0.0), jnp.where(kept, w, 0.0)
 
     def tilted_moments(self, y, mean, var):
-        kept = y != 0
+        kept = self._kept(y)
         log_z, m_hat, v_hat = self.base.tilted_moments(jnp.where(kept, y, 1.0), mean, var)
         return jnp.where(kept, log_z, 0.0), jnp.where(kept, m_hat, mean), jnp.where(kept, v_hat, var)
 
     def expected_log_prob(self, y, mean, var):
-        kept = y != 0
+        kept = self._kept(y)
         return jnp.where(kept, self.base.expected_log_prob(jnp.where(kept, y, 1.0), mean, var), 0.0)
 
     def predictive_probability(self, mean, var):
