@@ -1,5 +1,6 @@
 """Tests for gpclass.datasets: bundled data, standardisation and splitting."""
 
+import hashlib
 from importlib import resources
 
 import jax.numpy as jnp
@@ -10,15 +11,16 @@ from gpclass import datasets
 
 ALL = ["crabs", "ionosphere", "pima", "satellite", "usps10", "usps35", "vehicle", "wisconsin"]
 BINARY = {"crabs", "ionosphere", "pima", "usps35", "wisconsin"}
+ORDINAL = ["boston", "machinecpu", "pyrimidines"]
 
 
 def test_names_and_files():
-    assert datasets.names() == ALL
+    assert datasets.names() == sorted(ALL + ORDINAL)
     data = resources.files("gpclass.datasets") / "data"
-    for name in ALL:
+    for name in ALL + ORDINAL:
         assert (data / f"{name}.csv.gz").is_file()
     provenance = (data / "PROVENANCE.md").read_text(encoding="utf-8")
-    for name in ALL:
+    for name in ALL + ORDINAL:
         assert f"| {name} |" in provenance
         assert datasets.info(name)["source"] in provenance
 
@@ -158,3 +160,89 @@ def test_kfold_indices(n, k):
 def test_kfold_bad_k(k):
     with pytest.raises(ValueError):
         datasets.kfold_indices(10, k, seed=0)
+
+
+# --------------------------------------------------------------------------- ordinal-regression sets
+
+
+@pytest.mark.parametrize("name", ORDINAL)
+def test_ordinal_checksums(name):
+    data = resources.files("gpclass.datasets") / "data"
+    sums = datasets.info(name)["sha256"]
+    assert set(sums) == {f"{name}.csv.gz", f"{name}_ordinal.csv.gz"}
+    for filename, digest in sums.items():
+        assert hashlib.sha256((data / filename).read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.parametrize("name,n,d,n_train", [("boston", 506, 13, 300), ("machinecpu", 209, 6, 150),
+                                               ("pyrimidines", 74, 27, 50)])
+def test_ordinal_load_and_splits(name, n, d, n_train):
+    X, y = datasets.load(name)
+    assert X.shape == (n, d) and y.shape == (n,)
+    assert X.dtype == np.float64 and y.dtype == np.float64
+    assert np.all(np.isfinite(X)) and np.all(np.isfinite(y))
+    assert len(np.unique(y)) > 10  # continuous targets, not labels
+    for K in (5, 10):
+        labels, splits = datasets.ordinal_splits(name, K)
+        assert labels.shape == (n,) and labels.dtype == np.int64
+        np.testing.assert_array_equal(np.unique(labels), np.arange(K))
+        assert np.bincount(labels).tolist() == datasets.info(name)["bins"][str(K)]
+        # the published labels are equal-length bins of the target (Pyrimidines, 5 bins: of [0.45, 0.9])
+        lower = 0.45 if (name, K) == ("pyrimidines", 5) else None
+        np.testing.assert_array_equal(labels, datasets.equal_length_bins(y, K, lower=lower))
+        assert len(splits) == 20
+        for train, test in splits:
+            assert len(train) == n_train and len(test) == n - n_train
+            np.testing.assert_array_equal(np.sort(np.concatenate([train, test])), np.arange(n))
+        assert len({tuple(train) for train, _ in splits}) == 20  # 20 different partitions
+    assert not np.array_equal(datasets.ordinal_splits(name, 5)[1][0][0], datasets.ordinal_splits(name, 10)[1][0][0])
+
+
+def test_ordinal_known_rows():
+    # first rows of the source files (bostonhousing/housing, machinecpu/machine, pyrimidines/pyrim)
+    X, y = datasets.load("boston")
+    np.testing.assert_array_equal(X[0], [0.00632, 18.0, 2.31, 0, 0.538, 6.575, 65.2, 4.09, 1, 296.0, 15.3, 396.9, 4.98])
+    assert y[0] == 24.0
+    X, y = datasets.load("machinecpu")
+    np.testing.assert_array_equal(X[0], [125, 256, 6000, 256, 16, 128])
+    assert y[0] == 198.0
+    X, y = datasets.load("pyrimidines")
+    np.testing.assert_array_equal(X[0, :4], [0.5, 0.26, 0.1, 0.9])
+    assert X[0, 24] == 0.0 and X[0, 26] == 0.1 and y[0] == 0.571
+    # the first line of machinecpu/5bins/machine_train_5.1 is "400 1000 3000 0 1 2 1": in split 1's training set
+    X, y = datasets.load("machinecpu")
+    labels, splits = datasets.ordinal_splits("machinecpu", 5)
+    row = np.flatnonzero(np.all(X == [400, 1000, 3000, 0, 1, 2], axis=1))
+    assert len(row) == 1 and row[0] in splits[0][0] and labels[row[0]] == 0
+
+
+def test_ordinal_splits_bad_arguments():
+    with pytest.raises(ValueError, match="ordinal"):
+        datasets.ordinal_splits("crabs", 5)
+    with pytest.raises(ValueError, match="num_bins"):
+        datasets.ordinal_splits("boston", 4)
+
+
+def test_equal_length_bins_hand_example():
+    # edges 1, 2, 3; intervals closed on the right, the first also on the left
+    np.testing.assert_array_equal(datasets.equal_length_bins([0, 1, 2, 2.5, 4], 4), [0, 0, 1, 2, 3])
+    np.testing.assert_array_equal(datasets.equal_length_bins([0, 1, 2, 2.5, 4], 2), [0, 0, 0, 1, 1])
+    # an explicit range: edges 2.5, 5, 7.5; values outside go to the end bins
+    np.testing.assert_array_equal(datasets.equal_length_bins([-1, 2.5, 2.6, 11], 4, lower=0, upper=10),
+                                  [0, 0, 1, 3])
+    assert datasets.equal_length_bins(np.array([3.0, 1.0]), 3).dtype == np.int64
+
+
+def test_equal_frequency_bins_hand_example():
+    # edges = quantiles 1/3, 2/3 of 1..6 = 2.667, 4.333
+    np.testing.assert_array_equal(datasets.equal_frequency_bins([5, 1, 4, 2, 3, 6], 3), [2, 0, 1, 0, 1, 2])
+    # ties share a label: quantiles of (1, 1, 1, 2) at 1/2 is 1, so all ones are in the first bin
+    np.testing.assert_array_equal(datasets.equal_frequency_bins([1, 2, 1, 1], 2), [0, 1, 0, 0])
+
+
+@pytest.mark.parametrize("y,K", [([], 3), ([1.0, np.nan], 2), ([1.0, 2.0], 1), ([1.0, 2.0], 2.5)])
+def test_bins_bad_arguments(y, K):
+    with pytest.raises(ValueError):
+        datasets.equal_length_bins(y, K)
+    with pytest.raises(ValueError):
+        datasets.equal_frequency_bins(y, K)

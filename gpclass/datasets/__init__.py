@@ -9,6 +9,26 @@ package so nothing is downloaded at run time; see ``data/PROVENANCE.md``.
 >>> Xtr, Xte = datasets.standardize(Xtr, Xte)
 """
 
-from ._load import info, kfold_indices, load, names, standardize, train_test_split
+from ._load import (
+    equal_frequency_bins,
+    equal_length_bins,
+    info,
+    kfold_indices,
+    load,
+    names,
+    ordinal_splits,
+    standardize,
+    train_test_split,
+)
 
-__all__ = ["info", "kfold_indices", "load", "names", "standardize", "train_test_split"]
+__all__ = [
+    "equal_frequency_bins",
+    "equal_length_bins",
+    "info",
+    "kfold_indices",
+    "load",
+    "names",
+    "ordinal_splits",
+    "standardize",
+    "train_test_split",
+]

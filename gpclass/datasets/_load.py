@@ -3,6 +3,11 @@
 The data live in ``gpclass/datasets/data/`` as gzipped CSV files (header row,
 last column ``y``) next to ``MANIFEST.json``, which records each set's
 provenance, size and class counts. Nothing is downloaded at run time.
+
+The ordinal-regression sets (``task: "ordinal"`` in the manifest: boston,
+machinecpu, pyrimidines) have continuous targets ``y``; their binned labels and
+Chu & Ghahramani's (2005) 20 train/test partitions are in
+``<name>_ordinal.csv.gz`` and are read by :func:`ordinal_splits`.
 """
 
 from __future__ import annotations
@@ -49,7 +54,11 @@ def _check_name(name: str) -> None:
 
 
 def _is_binary(entry: dict) -> bool:
-    return set(entry["classes"]) == {"-1", "1"}
+    return set(entry.get("classes", ())) == {"-1", "1"}
+
+
+def _is_ordinal(entry: dict) -> bool:
+    return entry.get("task") == "ordinal"
 
 
 def load(name: str, *, scale_pixels: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -58,8 +67,9 @@ def load(name: str, *, scale_pixels: bool = True) -> tuple[np.ndarray, np.ndarra
     Parameters
     ----------
     name:
-        One of :func:`names` (crabs, ionosphere, pima, satellite, usps10,
-        usps35, vehicle, wisconsin).
+        One of :func:`names`: the classification sets crabs, ionosphere, pima,
+        satellite, usps10, usps35, vehicle, wisconsin and the ordinal-regression
+        sets boston, machinecpu, pyrimidines.
     scale_pixels:
         Only affects the USPS sets (``usps35``, ``usps10``), whose inputs are
         raw grey levels 0..255: if True (default) they are mapped to [-1, 1]
@@ -72,7 +82,10 @@ def load(name: str, *, scale_pixels: bool = True) -> tuple[np.ndarray, np.ndarra
     y:
         Binary sets (crabs, ionosphere, pima, usps35, wisconsin): float64
         labels in {-1.0, +1.0}. Multi-class sets (satellite, usps10,
-        vehicle): int64 labels in 0..C-1. See :func:`info` for the coding.
+        vehicle): int64 labels in 0..C-1. Ordinal-regression sets (boston,
+        machinecpu, pyrimidines): the continuous float64 targets (bin them with
+        :func:`equal_length_bins`, or take the published labels and partitions
+        from :func:`ordinal_splits`). See :func:`info` for the coding.
 
     Raises
     ------
@@ -83,14 +96,16 @@ def load(name: str, *, scale_pixels: bool = True) -> tuple[np.ndarray, np.ndarra
     """
     _check_name(name)
     entry = _manifest()[name]
-    with (_data_dir() / f"{name}.csv.gz").open("rb") as raw, gzip.open(raw, "rt") as f:
-        header = f.readline().strip().split(",")
-        table = np.loadtxt(f, delimiter=",", dtype=np.float64, ndmin=2)
+    header, table = _read_csv(f"{name}.csv.gz")
     if header[-1] != "y" or table.shape[1] != len(header):
         raise RuntimeError(f"{name}: malformed header {header!r}")
     X, y = table[:, :-1], table[:, -1]
     if X.shape != (entry["n"], entry["d"]):
         raise RuntimeError(f"{name}: shape {X.shape} != manifest ({entry['n']}, {entry['d']})")
+    if _is_ordinal(entry):
+        if not np.all(np.isfinite(table)):
+            raise RuntimeError(f"{name}: non-finite values")
+        return X, y
     if not _is_binary(entry):
         y = y.astype(np.int64)
     labels, counts = np.unique(y, return_counts=True)
@@ -100,6 +115,124 @@ def load(name: str, *, scale_pixels: bool = True) -> tuple[np.ndarray, np.ndarra
     if scale_pixels and name in _PIXEL_SETS:
         X = X / 127.5 - 1.0
     return X, y
+
+
+def _read_csv(filename: str) -> tuple[list[str], np.ndarray]:
+    with (_data_dir() / filename).open("rb") as raw, gzip.open(raw, "rt") as f:
+        header = f.readline().strip().split(",")
+        table = np.loadtxt(f, delimiter=",", dtype=np.float64, ndmin=2)
+    return header, table
+
+
+def ordinal_splits(name: str, num_bins: int) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """Chu & Ghahramani's (2005) ordinal labels and 20 train/test partitions of an ordinal-regression set.
+
+    These are the published benchmark's own files (from W. Chu's "ordinal regression benchmark" page; see
+    ``data/PROVENANCE.md``), mapped onto the rows of :func:`load`: the labels are their equal-length bins of the
+    target and the partitions their 20 random splits (Pyrimidines 50/24, Machine CPU 150/59, Boston 300/206).
+    The 5-bin and the 10-bin versions have different partitions.
+
+    Parameters
+    ----------
+    name:
+        An ordinal-regression set: boston, machinecpu or pyrimidines.
+    num_bins:
+        5 or 10.
+
+    Returns
+    -------
+    labels:
+        int64 array (n,) of ordinal labels 0..num_bins-1 (their files' 1..num_bins minus one), row i belonging to
+        row i of ``load(name)``. They equal ``equal_length_bins(y, num_bins)`` except for eight cases of the 5-bin
+        Pyrimidines set, which the published files bin as if the targets' range were [0.45, 0.9] instead of
+        [0.44, 0.9]: ``equal_length_bins(y, 5, lower=0.45)`` reproduces all of them.
+    splits:
+        20 pairs ``(train_idx, test_idx)`` of sorted int64 row indices; each pair partitions ``0..n-1``.
+
+    Raises
+    ------
+    ValueError
+        For a name that is not an ordinal-regression set or ``num_bins`` not 5 or 10.
+    RuntimeError
+        If the file does not match the manifest.
+    """
+    _check_name(name)
+    entry = _manifest()[name]
+    if not _is_ordinal(entry):
+        ordinal = ", ".join(n for n in names() if _is_ordinal(_manifest()[n]))
+        raise GPClassError(f"{name!r} is not an ordinal-regression set ({ordinal})")
+    if num_bins not in (5, 10):
+        raise GPClassError(f"num_bins must be 5 or 10, got {num_bins!r}")
+    header, table = _read_csv(f"{name}_ordinal.csv.gz")
+    table = table.astype(np.int64)
+    if table.shape[0] != entry["n"]:
+        raise RuntimeError(f"{name}: {table.shape[0]} rows in the partitions != manifest n {entry['n']}")
+    column = {h: j for j, h in enumerate(header)}
+    labels = table[:, column[f"label{num_bins}"]]
+    counts = np.bincount(labels, minlength=num_bins).tolist()
+    if counts != entry["bins"][str(num_bins)]:
+        raise RuntimeError(f"{name}: label counts {counts} != manifest {entry['bins'][str(num_bins)]}")
+    splits = []
+    for s in range(1, entry["splits"] + 1):
+        train = table[:, column[f"train{num_bins}_{s:02d}"]].astype(bool)
+        if int(train.sum()) != entry["n_train"]:
+            raise RuntimeError(f"{name}: split {s} has {int(train.sum())} training cases, not {entry['n_train']}")
+        splits.append((np.flatnonzero(train).astype(np.int64), np.flatnonzero(~train).astype(np.int64)))
+    return labels, splits
+
+
+def equal_length_bins(y, num_bins: int, *, lower=None, upper=None) -> np.ndarray:
+    """Ordinal labels from continuous targets by equal-length binning (Chu & Ghahramani 2005, sec. 5.1).
+
+    The range ``[lower, upper]`` (default: ``[min y, max y]``) is cut into ``num_bins`` intervals of equal length
+    with edges ``e_k = lower + k (upper - lower) / num_bins``; a target gets label ``k`` (0-based) if it lies in
+    ``(e_k, e_{k+1}]``, i.e. intervals are closed on the right, the first one also on the left, and targets
+    outside the range go to the first or last bin. This reproduces the labels of Chu's benchmark files for
+    Boston and Machine CPU (5 and 10 bins) and Pyrimidines (10 bins) exactly; see :func:`ordinal_splits` for
+    Pyrimidines with 5 bins.
+
+    Example: ``equal_length_bins([0, 1, 2, 2.5, 4], 4)`` has edges 1, 2, 3 and gives ``[0, 0, 1, 2, 3]``.
+
+    Returns
+    -------
+    int64 array of labels in ``0..num_bins-1``, the shape of ``y``.
+    """
+    y = _check_bins(y, num_bins)
+    lower = y.min() if lower is None else float(lower)
+    upper = y.max() if upper is None else float(upper)
+    if not upper > lower:
+        raise GPClassError(f"equal-length bins need upper > lower, got [{lower}, {upper}]")
+    edges = lower + (upper - lower) * np.arange(1, num_bins) / num_bins
+    return np.searchsorted(edges, y, side="left").astype(np.int64)
+
+
+def equal_frequency_bins(y, num_bins: int) -> np.ndarray:
+    """Ordinal labels from continuous targets by equal-frequency binning (as in Chu & Keerthi 2005).
+
+    The edges are the empirical quantiles ``q_k = quantile(y, k / num_bins)``, k = 1..num_bins-1 (numpy's
+    default linear interpolation); a target gets label ``k`` (0-based) if it lies in ``(q_k, q_{k+1}]``, so equal
+    targets always share a label and ties at an edge make the bins unequal. (Chu & Ghahramani's Gaussian-process
+    benchmark, which :func:`ordinal_splits` bundles, used equal-length bins instead: :func:`equal_length_bins`.)
+
+    Example: ``equal_frequency_bins([5, 1, 4, 2, 3, 6], 3)`` has edges 2.667 and 4.333 and gives
+    ``[2, 0, 1, 0, 1, 2]``.
+
+    Returns
+    -------
+    int64 array of labels in ``0..num_bins-1``, the shape of ``y``.
+    """
+    y = _check_bins(y, num_bins)
+    edges = np.quantile(y, np.arange(1, num_bins) / num_bins)
+    return np.searchsorted(edges, y, side="left").astype(np.int64)
+
+
+def _check_bins(y, num_bins) -> np.ndarray:
+    y = np.asarray(y, dtype=np.float64)
+    if y.size == 0 or not np.all(np.isfinite(y)):
+        raise GPClassError("y must be a non-empty array of finite numbers")
+    if isinstance(num_bins, bool) or int(num_bins) != num_bins or num_bins < 2:
+        raise GPClassError(f"num_bins must be an integer >= 2, got {num_bins!r}")
+    return y
 
 
 def standardize(X_train, X_test=None):
