@@ -123,14 +123,15 @@ def test_a_solver_module_runs_on_the_driver(lo, hi, max_steps, status):
 def test_first_acceptable_tries_candidates_in_order_up_to_the_last(evaluated, acceptable_from, expect):
     tried = []
 
-    def candidate(i):
-        jax.debug.callback(lambda i: tried.append(int(i)), i, ordered=True)
+    def candidate(i, scale):
+        jax.debug.callback(lambda i, scale: tried.append((int(i), float(scale))), i, scale, ordered=True)
         return 10 * i
 
-    value, i = first_acceptable(candidate, lambda v: v >= 10 * acceptable_from, jnp.asarray(0), last=5,
-                                evaluated=evaluated)
+    value, i, scale = first_acceptable(candidate, lambda v: v >= 10 * acceptable_from, jnp.asarray(0), last=5,
+                                       evaluated=evaluated, dtype=jnp.float32)
     jax.effects_barrier()
-    assert (int(i), tried) == expect and int(value) == 10 * expect[0]
+    assert (int(i), [k for k, _ in tried]) == expect and int(value) == 10 * expect[0]
+    assert all(s == 2.0**-k for k, s in tried) and float(scale) == 2.0 ** -int(i)  # exact powers of two
 
 
 def test_halving_search_gives_exact_powers_of_two():

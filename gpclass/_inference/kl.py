@@ -251,21 +251,21 @@ class KLSolver(AbstractIterativeSolver):
             tau, nu, _, _, value = candidate
             return (value >= s.value - noise) | (site_change(tau, nu) <= site_tol)
 
-        def candidate(i):  # 0: Newton; i >= 1: natural gradient with beta 2^(1 - i)
-            b = jnp.ldexp(s.beta, 1 - i)
+        def candidate(i, scale):  # 0: Newton; i >= 1: natural gradient with beta 2^(1 - i) (scale = 2^-i)
+            b = 2.0 * scale * s.beta
             tau = jnp.where(i == 0, newton[0], (1.0 - b) * s.tau + b * target[0])
             nu = jnp.where(i == 0, newton[1], (1.0 - b) * s.nu + b * target[1])
             return self._evaluate(tau, nu)
 
         # Candidate 0 inside the loop, so that the ELBO (the expensive graph) is traced once per step.
-        found, i = first_acceptable(candidate, good, (s.tau, s.nu, s.factor, s.cov, s.value),
-                                    last=method.max_halvings + 1, evaluated=False)
+        found, i, scale = first_acceptable(candidate, good, (s.tau, s.nu, s.factor, s.cov, s.value),
+                                           last=method.max_halvings + 1, evaluated=False, dtype=dtype)
         accepted = good(found)
         change = site_change(found[0], found[1])
         small = (change <= site_tol) & (jnp.abs(found[4] - s.value) <= tol * (1.0 + jnp.abs(found[4])))
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(accepted, a, b), new, old)  # noqa: E731
         tau, nu, factor, cov, value = keep(found, (s.tau, s.nu, s.factor, s.cov, s.value))
-        beta = jnp.where(i >= 1, jnp.minimum(jnp.ldexp(s.beta, 2 - i), 1.0), s.beta)  # a natural-gradient step
+        beta = jnp.where(i >= 1, jnp.minimum(4.0 * scale * s.beta, 1.0), s.beta)  # a natural-gradient step: 2 b
         return KLState(tau, nu, factor, cov, value, beta, change, accepted & small, ~accepted)
 
     def terminate(self, s: KLState):
