@@ -28,7 +28,7 @@ from jax import lax
 from ._bound import expected_log_prior, posterior_covariance, variational_bound
 from ._errors import entry_point
 from ._exceptions import GPClassError
-from ._fit import parameter_transforms
+from ._fit_parameters import parameter_transforms
 from ._inference import EP, GaussianPosterior
 from ._inference._infer import solve_posterior
 from ._iterate import AbstractIterativeSolver, all_finite, run, tolerance

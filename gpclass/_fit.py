@@ -38,9 +38,7 @@ second in a row ends the fit as ``STALLED``.  Why the fit stopped is the integer
 ``FitResult.status``, a :class:`gpclass.Status`.
 """
 
-import math
 from collections.abc import Callable
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -53,6 +51,7 @@ from . import _box as box
 from ._box_lbfgs import BoxLBFGS
 from ._errors import entry_point
 from ._exceptions import GPClassError
+from ._fit_parameters import coordinate_box, global_bounds, parameter_transforms, trainable_spec
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import apply_mask, prior_covariance, solve
 from ._iterate import AbstractIterativeSolver, run, tolerance
@@ -219,7 +218,7 @@ def fit(
     gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
     if ftol is None:
         ftol = 4 * float(jnp.finfo(dtype).eps)
-    spec = _trainable_spec((kernel, likelihood), trainable)
+    spec = trainable_spec((kernel, likelihood), trainable)
     params, static = eqx.partition((kernel, likelihood), spec)  # fixed parameters go with the static part
     if not jax.tree.leaves(params):
         raise GPClassError(
@@ -230,12 +229,12 @@ def fit(
     to_free, from_free = parameter_transforms(params, (kernel, likelihood))
     # The free coordinates as one vector: the optimiser's arithmetic is then a few vector operations.
     z0, unravel = jax.flatten_util.ravel_pytree(to_free(params, checks))
-    lo, hi = _box(params, (kernel, likelihood), spec, bounds, z0.dtype, checks)
-    where = "bounds" if _global_bounds(bounds) else "its bounds"
+    lo, hi = coordinate_box(params, (kernel, likelihood), spec, bounds, z0.dtype, checks)
+    where = "bounds" if global_bounds(bounds) else "its bounds"
     checks.fail_if(
         box.outside(z0, lo, hi),
         f"fit: a starting hyperparameter lies outside {where}"
-        + (f"={bounds}" if _global_bounds(bounds) else "") + "; start inside or widen the bounds.",
+        + (f"={bounds}" if global_bounds(bounds) else "") + "; start inside or widen the bounds.",
     )
     X, y, z0 = checks.attach((X, y, box.snap(z0, lo, hi)))
 
@@ -449,182 +448,3 @@ class _OptaxSteps:
 def _zeros_like_output(fn, *args):
     """Zeros of the structure, shapes and dtypes ``fn(*args)`` returns, without running it."""
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *args))
-
-
-def _trainable_spec(tree, trainable):
-    """A boolean pytree with the structure of ``tree``: True at the floating-point parameters ``fit`` fits."""
-    if trainable is None:
-        return jax.tree.map(eqx.is_inexact_array, tree)
-
-    def broadcast(flag, subtree):
-        if not isinstance(flag, (bool, np.bool_)):
-            shown = f"an array of dtype {flag.dtype}" if hasattr(flag, "dtype") else repr(flag)
-            raise GPClassError(
-                f"fit: trainable must hold True or False (Python booleans); got {shown}. Build it with "
-                "jax.tree.map(lambda _: True, (kernel, likelihood)) and eqx.tree_at (kernel constructors turn "
-                "booleans into floats)."
-            )
-        return jax.tree.map(lambda leaf: bool(flag) and eqx.is_inexact_array(leaf), subtree)
-
-    try:
-        return jax.tree.map(broadcast, trainable, tree)
-    except GPClassError:
-        raise
-    except (ValueError, TypeError) as error:
-        raise GPClassError(
-            "fit: trainable must be True, False or a pytree of them with the structure of (kernel, likelihood), "
-            f"or a prefix of it; got {trainable!r} ({error})"
-        ) from None
-
-
-def _per_parameter(value, tree, spec, what):
-    """``value`` (a number, an array, or a pytree with the structure of ``tree`` or a prefix of it) as a list:
-    its entry for each fitted parameter (the True leaves of ``spec``), in the order of ``jax.tree.leaves``."""
-    try:
-        full = jax.tree.map(lambda v, subtree: jax.tree.map(lambda _: _Leaf(v), subtree), value, tree)
-    except (ValueError, TypeError) as error:
-        raise GPClassError(
-            f"fit: {what} must be a number or a pytree with the structure of (kernel, likelihood), or a prefix "
-            f"of it, holding one value per parameter; got {value!r} ({error})"
-        ) from None
-    leaves = jax.tree.leaves(full, is_leaf=lambda x: isinstance(x, _Leaf))
-    return [leaf.value for leaf, fitted in zip(leaves, jax.tree.leaves(spec)) if fitted]
-
-
-class _Leaf(NamedTuple):
-    """A value of a bounds tree, kept whole (a tuple or array stays one leaf) while it is matched to a parameter."""
-
-    value: object
-
-
-def _global_bounds(bounds) -> bool:
-    """``bounds`` is None or one (lower, upper) pair of numbers for every parameter."""
-    def number(b):
-        return isinstance(b, (int, float, np.integer, np.floating)) and not isinstance(b, bool)
-
-    return bounds is None or (isinstance(bounds, (tuple, list)) and len(bounds) == 2 and all(map(number, bounds)))
-
-
-def _box(params, tree, spec, bounds, dtype, checks):
-    """Per free coordinate: [log lower, log upper] for hyperparameters (+-inf without ``bounds``), +-inf for
-    unconstrained parameters (inducing inputs), as arrays of the coordinates' dtype: numpy arrays when the
-    bounds are numbers, traced ones when a bound is an array (``fit`` traces arrays)."""
-    free = unconstrained_leaves(params, tree)
-    leaves = jax.tree.leaves(params)
-    if _global_bounds(bounds):
-        lo, hi = (-math.inf, math.inf) if bounds is None else _log_bounds(bounds)
-        sizes = [leaf.size for leaf in leaves]
-        free = np.repeat(free, sizes)
-        return np.where(free, -np.inf, lo).astype(dtype), np.where(free, np.inf, hi).astype(dtype)
-    if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2):
-        raise GPClassError(f"fit: bounds must be None or a pair (lower, upper); got {bounds!r}.")
-    lower = _per_parameter(bounds[0], tree, spec, "the lower bounds")
-    upper = _per_parameter(bounds[1], tree, spec, "the upper bounds")
-    xp = jnp if any(isinstance(b, jax.Array) for b in lower + upper) else np
-    lo, hi, valid = [], [], []
-    for leaf, unconstrained, a, b in zip(leaves, free, lower, upper):
-        try:
-            a, b = (xp.broadcast_to(xp.asarray(v, dtype), leaf.shape).ravel() for v in (a, b))
-        except (ValueError, TypeError):
-            raise GPClassError(
-                f"fit: a parameter of shape {leaf.shape} has bounds of shapes {np.shape(a)} and {np.shape(b)}; "
-                "a bound is a number or an array broadcastable to its parameter's shape."
-            ) from None
-        if unconstrained:
-            a, b = xp.full(a.shape, -np.inf, dtype), xp.full(b.shape, np.inf, dtype)
-        else:
-            valid.append((0 < a) & (a < b) & (b < np.inf))
-            a, b = xp.log(a), xp.log(b)
-        lo.append(a)
-        hi.append(b)
-    if valid:
-        ok = xp.all(xp.concatenate(valid))
-        message = "fit: every bound must satisfy 0 < lower < upper < inf, parameter by parameter"
-        if xp is jnp:  # traced: raised from the program
-            checks.fail_if(~ok, message + ".")
-        elif not ok:
-            raise GPClassError(f"{message}; got bounds={bounds!r}.")
-    return xp.concatenate(lo).astype(dtype), xp.concatenate(hi).astype(dtype)
-
-
-def _log_bounds(bounds):
-    lower, upper = bounds
-    if not (0.0 < lower < upper < math.inf):
-        raise GPClassError(f"fit: bounds must be (lower, upper) with 0 < lower < upper < inf; got {bounds}.")
-    return math.log(lower), math.log(upper)
-
-
-def _declared(tree, params, attribute):
-    """For each array leaf of ``params``, what its module declares for it in ``attribute`` (a dict of
-    field -> value, or a tuple of field names, meaning True), or None.
-
-    Matched by position in the tree (the path of each field), never by object identity: one array passed as
-    two parameters (a kernel variance and a flip rate) gets each its own transform.
-    """
-
-    def declares(x):
-        return isinstance(x, eqx.Module) and hasattr(x, attribute)
-
-    found = {}
-    for path, node in jax.tree_util.tree_flatten_with_path(tree, is_leaf=declares)[0]:
-        if declares(node):
-            values = getattr(node, attribute)
-            items = values.items() if isinstance(values, dict) else ((name, True) for name in values)
-            for name, value in items:
-                found[(*path, jax.tree_util.GetAttrKey(name))] = value
-    paths_and_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
-    # A declared field may hold a pytree of arrays: match every leaf below it.
-    def lookup(path):
-        for k in range(len(path), 0, -1):
-            if tuple(path[:k]) in found:
-                return found[tuple(path[:k])]
-        return None
-
-    return [lookup(path) for path, _ in paths_and_leaves], treedef
-
-
-def unconstrained_leaves(params, tree) -> list[bool]:
-    """Which array leaves are declared ``unconstrained`` (e.g. ``gpc.Sparse``'s inducing inputs): real numbers
-    that ``gpc.fit`` optimises on their own scale, outside the box of the log hyperparameters."""
-    return [u is not None for u in _declared(tree, params, "unconstrained")[0]]
-
-
-def parameter_transforms(params, tree):
-    """Maps between hyperparameters and unconstrained coordinates, leaf by leaf.
-
-    A parameter in (0, inf) maps to log theta; one with a declared upper
-    bound u (``upper_bounds = {"field": u}`` on its module, e.g.
-    ``LabelNoise.epsilon < 1/2``) maps to logit(theta / u); one declared
-    ``unconstrained = ("field",)`` (inducing inputs) maps to itself.
-    ``params`` is the array part of ``tree``; out-of-range values raise (inside
-    jit too): ``to_free`` adds that check to ``checks`` if given, else attaches
-    it to its result.
-    """
-    bounds, treedef = _declared(tree, params, "upper_bounds")
-    free = unconstrained_leaves(params, tree)
-
-    def to_free(params, checks=None):
-        own = checks is None
-        checks = Checks() if own else checks
-        out = []
-        for p, u, identity in zip(jax.tree.leaves(params), bounds, free):
-            if identity:
-                checks.fail_if(~jnp.isfinite(p), "fit: an unconstrained parameter (inducing input) is not finite.")
-                out.append(p)
-                continue
-            upper = jnp.inf if u is None else u
-            checks.fail_if(
-                (p <= 0) | (p >= upper), f"fit: every hyperparameter must lie in (0, {upper}) (log/logit space)."
-            )
-            out.append(jnp.log(p) if u is None else jnp.log(p / u) - jnp.log1p(-p / u))
-        free_params = jax.tree.unflatten(treedef, out)
-        return checks.attach(free_params) if own else free_params
-
-    def from_free(free_params):
-        return jax.tree.unflatten(
-            treedef,
-            [x if identity else (jnp.exp(x) if u is None else u * jax.nn.sigmoid(x))
-             for x, u, identity in zip(jax.tree.leaves(free_params), bounds, free)],
-        )
-
-    return to_free, from_free

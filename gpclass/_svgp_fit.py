@@ -12,7 +12,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from . import _svgp
 from ._compile import filter_jit
 from ._exceptions import GPClassError
-from ._fit import parameter_transforms
+from ._fit_parameters import parameter_transforms
 from ._progress import Progress, as_progress, every_for
 from ._status import Status
 from ._svgp import SVGP

@@ -102,26 +102,8 @@ def check_class_labels(y, n: int, num_classes: int, dtype, checks: Checks | None
     Floats are accepted when they hold whole numbers; anything else (a
     fraction, a label outside 0..C-1, a NaN, booleans) is an error.
     """
-    y = jnp.asarray(y)
-    if y.shape != (n,):
-        raise GPClassError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
-    if y.dtype == jnp.bool_ or not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
-        raise GPClassError(f"multi-class labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
     checks, own = _own(checks)
-    if jnp.issubdtype(y.dtype, jnp.floating):
-        checks.fail_if(
-            jnp.isnan(y),
-            f"multi-class labels contain NaN; they must be whole numbers 0..{num_classes - 1} "
-            "(missing labels are not supported: drop those cases).",
-        )
-        checks.fail_if(
-            (y != jnp.round(y)) & ~jnp.isnan(y),
-            f"multi-class labels must be whole numbers 0..{num_classes - 1} (got a fraction).",
-        )
-    checks.fail_if(
-        (y < 0) | (y > num_classes - 1),
-        f"multi-class labels must lie in 0..{num_classes - 1} for Softmax({num_classes}).",
-    )
+    y = _class_indices(y, n, num_classes, checks, "multi-class", "Softmax")
     indicators = (y.astype(jnp.int32)[:, None] == jnp.arange(num_classes)).astype(dtype)
     return checks.attach(indicators) if own else indicators
 
@@ -132,28 +114,34 @@ def check_ordinal_labels(y, n: int, num_classes: int, dtype, checks: Checks | No
     Integers, or floats holding whole numbers; anything else (a fraction, a
     label outside 0..K-1, a NaN, booleans) is an error.
     """
+    checks, own = _own(checks)
+    labels = _class_indices(y, n, num_classes, checks, "ordinal", "Ordinal").astype(dtype)
+    return checks.attach(labels) if own else labels
+
+
+def _class_indices(y, n: int, num_classes: int, checks: Checks, kind: str, likelihood: str):
+    """``y`` as an array of class indices 0..num_classes-1: its shape and dtype checked now, its values (whole,
+    not NaN, in range) added to ``checks``; ``kind`` and ``likelihood`` name the labels in the messages."""
     y = jnp.asarray(y)
     if y.shape != (n,):
         raise GPClassError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
     if y.dtype == jnp.bool_ or not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
-        raise GPClassError(f"ordinal labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
-    checks, own = _own(checks)
+        raise GPClassError(f"{kind} labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
     if jnp.issubdtype(y.dtype, jnp.floating):
         checks.fail_if(
             jnp.isnan(y),
-            f"ordinal labels contain NaN; they must be whole numbers 0..{num_classes - 1} "
+            f"{kind} labels contain NaN; they must be whole numbers 0..{num_classes - 1} "
             "(missing labels are not supported: drop those cases).",
         )
         checks.fail_if(
             (y != jnp.round(y)) & ~jnp.isnan(y),
-            f"ordinal labels must be whole numbers 0..{num_classes - 1} (got a fraction).",
+            f"{kind} labels must be whole numbers 0..{num_classes - 1} (got a fraction).",
         )
     checks.fail_if(
         (y < 0) | (y > num_classes - 1),
-        f"ordinal labels must lie in 0..{num_classes - 1} for Ordinal({num_classes}).",
+        f"{kind} labels must lie in 0..{num_classes - 1} for {likelihood}({num_classes}).",
     )
-    labels = y.astype(dtype)
-    return checks.attach(labels) if own else labels
+    return y
 
 
 def binary_one_class(y) -> Bool[Array, ""]:
