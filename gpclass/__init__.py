@@ -25,6 +25,7 @@ from ._inference import (
     JaakkolaJordan,
     JaakkolaJordanUpper,
     Laplace,
+    PreferencePosterior,
     SamplePosterior,
     SamplerInfo,
     SoftmaxPosterior,
@@ -32,6 +33,8 @@ from ._inference import (
     SparsePosterior,
     SparseSoftmaxPosterior,
     infer,
+    predict_pair_latent,
+    predict_preference,
 )
 from ._io import load, save
 from ._predict import predict, predict_latent
@@ -49,6 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AIS",
     "MCMC",
+    "PreferencePosterior",
     "SamplePosterior",
     "SamplerInfo",
     "AbstractInference",
@@ -90,6 +94,8 @@ __all__ = [
     "plot",
     "predict",
     "predict_latent",
+    "predict_pair_latent",
+    "predict_preference",
     "priors",
     "samplers",
     "save",

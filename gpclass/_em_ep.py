@@ -128,6 +128,9 @@ def fit_em_ep(
     if not isinstance(kernel, AbstractKernel):
         raise GPClassError("fit_em_ep needs a kernel (its M-step uses the dense Gram matrix); got "
                            f"{type(kernel).__name__} (a sparse prior is not supported by EM-EP yet).")
+    if not getattr(likelihood, "binary", True) or not getattr(likelihood, "labels_per_input", True):
+        raise GPClassError(f"fit_em_ep: for binary likelihoods (labels +-1); got {type(likelihood).__name__}. "
+                           "Use gpc.fit(gpc.EP(), ...) for it.")
     checks = Checks()
     X = check_inputs(X, checks=checks)
     X, y = checks.attach((X, check_binary_labels(y, X.shape[0], X.dtype, checks)))

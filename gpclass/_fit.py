@@ -301,7 +301,9 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
         kernel, likelihood = self.build(z)
         solve_likelihood = likelihood if self.mask is None else Masked(likelihood)
         start = init if self.warm_start_inner else None
-        solution = solve(self.method, prior_covariance(kernel, self.X), solve_likelihood, self.y, start, self.key)
+        op = prior_covariance(kernel, likelihood, self.X, self.y)
+        solution = solve(self.method, op, solve_likelihood, likelihood.site_labels(self.y, self.X.dtype), start,
+                         self.key)
         value = solution.log_marginal
         if self.log_prior is not None:
             value = value + self.log_prior(kernel, likelihood)
@@ -405,7 +407,7 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
         return FitResult(
             kernel=kernel,
             likelihood=likelihood,
-            posterior=s.solution.conditioned(kernel, likelihood, self.X),
+            posterior=likelihood.condition(s.solution, kernel, self.X, self.y),
             objective=-s.value,
             history=s.history,
             num_steps=s.steps,

@@ -216,6 +216,8 @@ def _check_data(model, X, y):
     """
     X = np.asarray(X, dtype=np.asarray(model.inducing).dtype)
     y = np.asarray(y)
+    if not getattr(model.likelihood, "labels_per_input", True):
+        model.likelihood.host_labels(y, X.dtype)  # raises: not for SVGP
     if X.ndim != 2 or X.shape[0] == 0:
         raise GPClassError(f"X must have shape (n, d) with n >= 1; got shape {X.shape}.")
     if X.shape[1] != model.inducing.shape[1]:

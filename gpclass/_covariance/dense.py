@@ -74,6 +74,13 @@ class DenseCovariance(_SoftmaxFactorisations, AbstractCovariance):
         return DenseFactor(w=w, sqrt_w=sqrt_w, chol=factor_b_given(self.K, sqrt_w, factor.chol))
 
 
+class DifferencesCovariance(DenseCovariance):
+    """D K D^T, the prior covariance of the utility differences of a preference likelihood's comparisons."""
+
+    def describe(self):
+        return "the covariance of the comparisons' utility differences"
+
+
 class DenseFactor(AbstractSitesFactor):
     """L L^T = B = I + W^1/2 K W^1/2 (GPML eq. 3.26), with W^1/2."""
 

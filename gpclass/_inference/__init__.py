@@ -12,6 +12,7 @@ from ._posterior import (
     SparsePosterior,
     SparseSoftmaxPosterior,
 )
+from ._preference import PreferencePosterior, predict_pair_latent, predict_preference
 from .ais import AIS
 from .ep import EP
 from .jaakkola_jordan import JaakkolaJordan
@@ -29,4 +30,4 @@ __all__ = [
     "SamplePosterior",
     "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL", "Laplace", "SoftmaxPosterior",
     "SolverInfo", "SparsePosterior",
-    "SparseSoftmaxPosterior", "infer"]
+    "SparseSoftmaxPosterior", "infer", "PreferencePosterior", "predict_pair_latent", "predict_preference"]

@@ -75,9 +75,10 @@ def infer(
     kernel.parameter_checks(checks)
     likelihood.parameter_checks(checks)
     kernel.check_inputs(X)
-    y, solve_likelihood = apply_mask(method, likelihood, y, mask, checks)
-    solution = solve(method, prior_covariance(kernel, X), solve_likelihood, y, init, key, checks)
-    posterior = solution.conditioned(kernel, likelihood, X)
+    labels, solve_likelihood = apply_mask(method, likelihood, y, mask, checks)
+    op = prior_covariance(kernel, likelihood, X, labels)
+    solution = solve(method, op, solve_likelihood, likelihood.site_labels(labels, X.dtype), init, key, checks)
+    posterior = likelihood.condition(solution, kernel, X, labels)
     return raise_unless_successful(posterior, posterior.info.status, type(method).__name__) if throw else posterior
 
 
@@ -85,8 +86,9 @@ def solve_posterior(
     method, kernel, likelihood, X, y, init, key=None, checks=None
 ) -> AbstractPosterior:
     """:func:`infer` for inputs checked by :func:`check_inputs` and ``likelihood.check_labels``."""
-    solution = solve(method, prior_covariance(kernel, X), likelihood, y, init, key, checks)
-    return solution.conditioned(kernel, likelihood, X)
+    op = prior_covariance(kernel, likelihood, X, y)
+    solution = solve(method, op, likelihood, likelihood.site_labels(y, X.dtype), init, key, checks)
+    return likelihood.condition(solution, kernel, X, y)
 
 
 def apply_mask(method, likelihood, y, mask, checks):
@@ -94,6 +96,9 @@ def apply_mask(method, likelihood, y, mask, checks):
     (``likelihoods._masked``)."""
     if mask is None:
         return y, likelihood
+    if not likelihood.labels_per_input:
+        raise GPClassError(f"mask: not for {type(likelihood).__name__}, whose labels are not one per row of X; "
+                           "leave the unwanted labels out instead.")
     if likelihood.num_latent != 1 or not method.supports_mask:
         raise GPClassError(f"mask: supported for binary likelihoods with gpc.Laplace(), gpc.EP() and gpc.KL(); got "
                            f"{type(method).__name__} with {type(likelihood).__name__}.")
@@ -105,10 +110,11 @@ def apply_mask(method, likelihood, y, mask, checks):
     return jnp.where(mask, y, likelihood.left_out_label).astype(y.dtype), Masked(likelihood)
 
 
-def prior_covariance(kernel, X):
-    """The prior covariance of the training inputs as an operator (``gpclass._covariance``): a kernel's Gram
-    matrix, a ``PerClass`` kernel's blocks, or a sparse prior's K~ (``gpc.Sparse``)."""
-    return kernel.covariance(X)
+def prior_covariance(kernel, likelihood, X, y):
+    """The prior covariance, as an operator (``gpclass._covariance``), of the latent values the likelihood's
+    sites see: a kernel's Gram matrix, a ``PerClass`` kernel's blocks, a sparse prior's K~ (``gpc.Sparse``),
+    or for ``Preference`` the comparisons' D K D^T (``likelihood.prior_covariance``)."""
+    return likelihood.prior_covariance(kernel, X, y)
 
 
 def solve(method, op, likelihood, y, init, key=None, checks=None):

@@ -115,6 +115,10 @@ class AbstractPosterior(eqx.Module):
             return integrator.classes(self.likelihood, mean, var, key)
         return integrator.binary(self.likelihood, mean, var)
 
+    def _probability_given(self, K_cross, prior_var, integrator, key):
+        """p(y* = +1) for test latents given by their covariances with the training latents (``_latent_given``)."""
+        return integrator.binary(self.likelihood, *self._latent_given(K_cross, prior_var))
+
 
 class GaussianPosterior(AbstractPosterior):
     """q(f|X, y) = N(mean, (K^-1 + W)^-1) in GPML's {alpha, sW, L} form.
@@ -143,9 +147,13 @@ class GaussianPosterior(AbstractPosterior):
 
     def _latent(self, X_test) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
         """E[f*] = k*^T alpha (GPML eq. 3.21), V[f*] = k** - |L^-1 W^1/2 k*|^2 (eq. 3.24, Algorithm 3.2)."""
-        K_cross = self.kernel.gram(X_test, self.X)
-        mean = K_cross @ self.alpha
-        return mean, self.kernel.diag(X_test) - latent_variance_reduction(self.chol, self.sqrt_w, K_cross)
+        return self._latent_given(self.kernel.gram(X_test, self.X), self.kernel.diag(X_test))
+
+    def _latent_given(self, K_cross, prior_var):
+        """The moments of test latents with covariances ``K_cross`` (m, n) with the training latents and prior
+        variances ``prior_var`` (m,): :meth:`_latent`'s formulas, for any linear functionals of the GP
+        (``PreferencePosterior``'s utilities and their differences)."""
+        return K_cross @ self.alpha, prior_var - latent_variance_reduction(self.chol, self.sqrt_w, K_cross)
 
 
 class SoftmaxPosterior(AbstractPosterior):
@@ -300,28 +308,35 @@ class SamplePosterior(AbstractPosterior):
     X: Float[Array, "n d"] | None = None
 
     def _latent(self, X_test):
-        """The mean and variance of the mixture sum_s w_s p(f*|f_s) (:meth:`_conditionals`)."""
-        weights, means, var = self._conditionals(X_test)
+        return self._latent_given(self.kernel.gram(X_test, self.X), self.kernel.diag(X_test))
+
+    def _latent_given(self, K_cross, prior_var):
+        """The mean and variance of the mixture sum_s w_s p(f*|f_s) (:meth:`_conditionals`), for test latents
+        with covariances ``K_cross`` (m, n) with the training latents and prior variances ``prior_var``."""
+        weights, means, var = self._conditionals(K_cross, prior_var)
         mean = weights @ means
         return mean, var + weights @ (means - mean) ** 2
 
     def _probability(self, X_test, integrator, key):
+        return self._probability_given(self.kernel.gram(X_test, self.X), self.kernel.diag(X_test), integrator, key)
+
+    def _probability_given(self, K_cross, prior_var, integrator, key):
         """sum_s w_s int p(y* = +1|f*) p(f*|f_s) df*, each as for a Gaussian posterior (by ``integrator``)."""
-        weights, means, var = self._conditionals(X_test)
+        weights, means, var = self._conditionals(K_cross, prior_var)
         # (S, m), or (S, m, K) for the ordinal likelihood's K class probabilities
         return jnp.tensordot(weights, integrator.binary(self.likelihood, means, jnp.broadcast_to(var, means.shape)),
                              axes=1)
 
-    def _conditionals(self, X_test):
-        """p(f*|f_s) = N(k*^T K^-1 f_s, k** - k*^T K^-1 k*) for every sample (GPML eqs. 2.19 / 3.21 with f known).
+    def _conditionals(self, K_cross, prior_var):
+        """p(f*|f_s) = N(k*^T K^-1 f_s, k** - k*^T K^-1 k*) for every sample (GPML eqs. 2.19 / 3.21 with f known),
+        with k* the rows of ``K_cross`` and k** = ``prior_var``.
 
         Returns the normalised sample weights (S,), the conditional means (S, m)
         and the common conditional variance (m,).
         """
-        K_cross = self.kernel.gram(X_test, self.X)
         V = dense.solve_triangular(self.chol, K_cross.T, lower=True)  # L^-1 k*
         G = dense.solve_triangular(self.chol, self.samples.T, lower=True)  # L^-1 f_s = g_s
-        var = self.kernel.diag(X_test) - jnp.sum(V**2, axis=0)
+        var = prior_var - jnp.sum(V**2, axis=0)
         return jax.nn.softmax(self.log_weights), G.T @ V, var
 
 

@@ -1,5 +1,6 @@
-"""Likelihoods p(y|f): binary ones for labels y in {-1, +1}, the multi-class softmax, and the ordinal
-(cumulative probit) likelihood for ordered labels 0..K-1."""
+"""Likelihoods p(y|f): binary ones for labels y in {-1, +1}, the multi-class softmax, the ordinal
+(cumulative probit) likelihood for ordered labels 0..K-1, and the preference likelihood for pairwise
+comparisons of items."""
 
 from ._base import AbstractLikelihood
 from ._heaviside import Heaviside
@@ -7,9 +8,11 @@ from ._label_noise import LabelNoise
 from ._logistic import Logistic
 from ._mackay import mackay_probability
 from ._ordinal import Ordinal
+from ._preference import Preference
 from ._probit import Probit
 from ._softmax import Softmax
 
 __all__ = [
-    "AbstractLikelihood", "Heaviside", "LabelNoise", "Logistic", "Ordinal", "Probit", "Softmax", "mackay_probability",
+    "AbstractLikelihood", "Heaviside", "LabelNoise", "Logistic", "Ordinal", "Preference", "Probit", "Softmax",
+    "mackay_probability",
 ]

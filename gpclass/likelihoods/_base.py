@@ -32,17 +32,36 @@ class AbstractLikelihood(eqx.Module):
     +-1 (``gpc.likelihoods.Ordinal``: 0..K-1): ``left_out_label`` (the label ``mask`` gives a left-out case),
     :meth:`one_class` (``gpc.fit``'s check), :meth:`host_labels` (``gpc.fit_svgp``'s), :meth:`transitions`
     (the panels of :meth:`expected_log_prob`) and ``binary`` (whether ``predictive_probability`` is
-    p(y* = +1), shape (m,), which ``gpc.integrators.MacKay`` requires).
+    p(y* = +1), shape (m,), which ``gpc.integrators.MacKay`` requires).  For labels that are not one per case
+    (``gpc.likelihoods.Preference``'s comparisons, ``labels_per_input = False``): :meth:`prior_covariance`
+    (the prior of the latent values the sites see), :meth:`site_labels` and :meth:`condition` (the
+    posterior that predicts).
     """
 
     log_concave = True
     num_latent = 1  # latent functions per case (the softmax has C)
     binary = True  # labels +-1, predictive_probability p(y* = +1) of shape (m,); Ordinal: False, (m, K)
     left_out_label = 0.0  # the label gpc.infer's mask gives a left-out case (``likelihoods._masked``)
+    labels_per_input = True  # one label per row of X (``Preference``: comparisons of the rows)
 
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:
         """The labels as inference uses them: floats in {-1, +1} ({0, 1} and booleans accepted), checked."""
         return check_binary_labels(y, n, dtype, checks)
+
+    def prior_covariance(self, kernel, X, y):
+        """The prior covariance, as an operator, of the latent values this likelihood's sites see: the kernel's
+        on X (``kernel.covariance(X)``), one latent value per case; ``Preference``: the comparisons'
+        utility differences."""
+        return kernel.covariance(X)
+
+    def site_labels(self, y, dtype):
+        """The checked labels as :meth:`log_prob` takes them, one per site: ``y`` itself here."""
+        return y
+
+    def condition(self, solution, kernel, X, y):
+        """The posterior a user gets from a method's ``solution`` (its posterior with kernel, likelihood and X
+        unset): ``solution.conditioned(kernel, self, X)`` here."""
+        return solution.conditioned(kernel, self, X)
 
     def host_labels(self, y: np.ndarray, dtype) -> np.ndarray:
         """:meth:`check_labels` on the host, in NumPy (``gpc.fit_svgp`` checks its data before any reach a device):
