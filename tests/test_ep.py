@@ -251,3 +251,24 @@ def test_laplace_refuses_label_noise(pima_small):
     kernel = gpc.kernels.SquaredExponential(variance=10.0, lengthscale=2.0)
     with pytest.raises(ValueError, match="log-concave"):
         gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit()), X, y)
+
+
+@SCHEDULES
+def test_a_case_without_prior_variance_adds_its_likelihood_only(schedule):
+    """A case whose latent value has prior variance exactly 0 (the linear kernel at x = 0: f(0) = 0) is known, so
+    its site can say nothing: EP (both schedules) gives log Z_EP of the other cases plus log p(y | 0) = log 1/2, the
+    same predictions, and a gradient equal to theirs (to 1e-12).  Before, the cavity 1/0 made EP report FAILED."""
+    X = np.array([[0.0], [1.0], [-1.0], [2.0], [-0.5]])
+    y = np.array([1.0, 1.0, -1.0, -1.0, 1.0])
+    lik = gpc.likelihoods.Probit()
+
+    def log_q(variance, X, y):
+        post = gpc.infer(gpc.EP(schedule=schedule), gpc.kernels.Linear(variance), lik, X, y)
+        return post.log_marginal, gpc.predict(post, np.array([[0.3], [-2.0]]))
+
+    program = gpc.jit(jax.value_and_grad(log_q, has_aux=True), compiler_options=FAST_COMPILE)
+    (full, p_full), g_full = program(0.7, X, y)
+    (rest, p_rest), g_rest = program(0.7, X[1:], y[1:])
+    np.testing.assert_allclose(float(full), float(rest) + np.log(0.5), rtol=1e-12)
+    np.testing.assert_allclose(p_full, p_rest, rtol=1e-12)
+    np.testing.assert_allclose(float(g_full), float(g_rest), rtol=1e-12)

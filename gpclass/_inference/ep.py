@@ -64,7 +64,7 @@ from .._status import Status
 from .._types import Array
 from .._validation import require_setting
 from ._base import AbstractInference
-from ._ep_updates import cavity, ep_log_marginal, extrapolate_sites, site_update
+from ._ep_updates import ep_log_marginal, extrapolate_sites, site_log_normalisers, site_update
 from ._implicit import implicit_fixed_point
 from ._linear_solve import LinearMap, identity_minus
 from ._posterior import SolverInfo, gaussian_posterior
@@ -229,8 +229,8 @@ def _dense_log_marginal_at_fixed_point_bwd(residuals, g):
     b = factor.solve_i_plus_wk(op, nu)
     sqrt_tau = factor.sqrt_w
     K_bar = 0.5 * g * (jnp.outer(b, b) - sqrt_tau[:, None] * inverse_from_cholesky(factor.chol) * sqrt_tau[None, :])
-    tau_cav, nu_cav = cavity(cov.variance(), cov.times(nu), tau, nu)
-    _, pull = jax.vjp(lambda lik: jnp.sum(lik.tilted_moments(y, nu_cav / tau_cav, 1.0 / tau_cav)[0]), likelihood)
+    sigma_diag, mu = cov.variance(), cov.times(nu)
+    _, pull = jax.vjp(lambda lik: jnp.sum(site_log_normalisers(lik, y, sigma_diag, mu, tau, nu)), likelihood)
     (likelihood_bar,) = pull(g)
     zeros = jax.tree.map(jnp.zeros_like, (y, tau, nu, factor, cov))
     return (eqx.tree_at(lambda o: o.K, op, K_bar), likelihood_bar, *zeros)
@@ -255,7 +255,7 @@ def _parallel_system(op, likelihood, y, sites):
     tau, nu = sites
     cov = op.factor(tau).covariance(op)
     sigma_diag, mu = cov.variance(), cov.times(nu)
-    update = lambda s, m, t, v: site_update(likelihood, y, *cavity(s, m, t, v))  # noqa: E731
+    update = lambda s, m, t, v: site_update(likelihood, y, s, m, t, v)  # noqa: E731
     new_sites, pull = jax.vjp(update, sigma_diag, mu, tau, nu)
     ones, zeros = jnp.ones_like(tau), jnp.zeros_like(tau)
     rows = pull((ones, zeros)), pull((zeros, ones))  # d(new tau~), d(new nu~) by (Sigma_ii, mu_i, tau~_i, nu~_i)
@@ -323,7 +323,7 @@ class SweepSolver(AbstractIterativeSolver):
     def _sweep(self, s: Sweeps):
         damping = self.method.resolved_damping(self.likelihood, self.sequential)
         if not self.sequential:  # every site from the current marginals
-            new_tau, new_nu = site_update(self.likelihood, self.y, *cavity(s.sigma_diag, s.mu, s.tau, s.nu))
+            new_tau, new_nu = site_update(self.likelihood, self.y, s.sigma_diag, s.mu, s.tau, s.nu)
             return (1.0 - damping) * s.tau + damping * new_tau, (1.0 - damping) * s.nu + damping * new_nu
         n = self.op.shape[0]
         order = (None if self.method.order == "fixed"
@@ -434,8 +434,8 @@ def _block_sweep(likelihood, y, tau, nu, damping, Sigma, mu, start, stop, b, n):
             row = a_and_t[k, :]  # a_j[k] for the block's earlier sites j, 0 for later ones
             column = start_columns[:, k] - a_and_t @ (coef * row)  # [a_k; t_k]
             s_kk, mu_k = column[k], mu_b[k] + jnp.dot(row, gain)
-            tau_cav, nu_cav = 1.0 / s_kk - tau_b[k], mu_k / s_kk - nu_b[k]
-            new_tau, new_nu = site_update(likelihood, y_b[k][None], tau_cav[None], nu_cav[None])
+            new_tau, new_nu = site_update(likelihood, y_b[k][None], s_kk[None], mu_k[None], tau_b[k][None],
+                                          nu_b[k][None])
             new_tau = jnp.where(ok[k], (1.0 - damping) * tau_b[k] + damping * new_tau[0], tau_b[k])
             new_nu = jnp.where(ok[k], (1.0 - damping) * nu_b[k] + damping * new_nu[0], nu_b[k])
             delta_tau, delta_nu = new_tau - tau_b[k], new_nu - nu_b[k]
