@@ -388,3 +388,22 @@ def test_gradient_of_predictions_matches_finite_differences(name, approximation,
     _, grad = value_and_grad(theta)
     fd = central_difference(lambda t: float(value_and_grad(t)[0]), theta, h=1e-5)
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
+
+
+def test_kl_with_a_case_without_prior_variance():
+    """A case whose latent value has prior variance exactly 0 (the linear kernel at x = 0) is known: KL's bound
+    is that of the other cases plus log p(y | 0) = log 1/2, with their predictions and gradient (to 1e-10; the
+    quadrature's derivative in the variance, through its square root, was infinite there: NaN)."""
+    X = np.array([[0.0], [1.0], [-1.0], [2.0], [-0.5]])
+    y = np.array([1.0, 1.0, -1.0, -1.0, 1.0])
+
+    def log_q(variance, X, y):
+        post = gpc.infer(gpc.KL(), gpc.kernels.Linear(variance), gpc.likelihoods.Probit(), X, y)
+        return post.log_marginal, gpc.predict(post, np.array([[0.3], [-2.0]]))
+
+    program = gpc.jit(jax.value_and_grad(log_q, has_aux=True), compiler_options=FAST_COMPILE)
+    (full, p_full), g_full = program(0.7, X, y)
+    (rest, p_rest), g_rest = program(0.7, X[1:], y[1:])
+    np.testing.assert_allclose(float(full), float(rest) + np.log(0.5), rtol=1e-10)
+    np.testing.assert_allclose(p_full, p_rest, rtol=1e-10)
+    np.testing.assert_allclose(float(g_full), float(g_rest), rtol=1e-10)

@@ -147,7 +147,16 @@ def elbo(op: AbstractCovariance, likelihood, y, tau, nu, factor: AbstractSitesFa
     mu, sigma_diag, v = _moments(op, nu, cov)
     alpha = factor.solve_i_plus_wk(op, nu)
     kl = 0.5 * (jnp.dot(mu, alpha) - jnp.dot(tau, sigma_diag)) + factor.half_log_det_b(op)
-    return jnp.sum(likelihood.expected_log_prob(y, mu, v)) - kl
+    return jnp.sum(_expected_log_lik(likelihood, y, mu, v)) - kl
+
+
+def _expected_log_lik(likelihood, y, mu, v):
+    """E[log p(y_i|f_i)] under f_i ~ N(mu_i, v_i), and log p(y_i|mu_i) where v_i <= 0: a latent value with no
+    prior variance (the linear kernel at 0, a preference between items with the same inputs) is known, and the
+    quadrature's derivative in v (through sqrt v) would be infinite there."""
+    known = v <= 0.0
+    return jnp.where(known, likelihood.log_prob(y, mu),
+                     likelihood.expected_log_prob(y, mu, jnp.where(known, 1.0, v)))
 
 
 def _fixed_point_map(op, likelihood, y, tau, nu, cov: AbstractSitesCovariance):
@@ -163,12 +172,14 @@ def _fixed_point_map(op, likelihood, y, tau, nu, cov: AbstractSitesCovariance):
     """
     cov = cov.formed()  # J is formed from Sigma where it is a matrix: the marginals too (``formed``)
     mu, _, v = _moments(op, nu, cov)
-    g_m, g_v, h_mm, h_mv, h_vm, h_vv = expected_log_lik_derivatives(likelihood, y, mu, v)
-    active = -2.0 * g_v > 0.0  # where T's precision is not clipped at 0
+    known = v <= 0.0  # a known latent value (``_expected_log_lik``): its site stays at 0, T's row is constant
+    g_m, g_v, h_mm, h_mv, h_vm, h_vv = expected_log_lik_derivatives(likelihood, y, mu, jnp.where(known, 1.0, v))
+    active = (-2.0 * g_v > 0.0) & ~known  # where T's precision is not clipped at 0
     t_tau = jnp.where(active, -2.0 * g_v, 0.0)
     # Diagonal derivatives of T with respect to (mu, v), then the chain rule through (mu, v)(tau~, nu~).
     tau_m, tau_v = jnp.where(active, -2.0 * h_vm, 0.0), jnp.where(active, -2.0 * h_vv, 0.0)
-    nu_m, nu_v = h_mm + t_tau + mu * tau_m, h_mv + mu * tau_v
+    nu_m = jnp.where(known, 0.0, h_mm + t_tau + mu * tau_m)
+    nu_v = jnp.where(known, 0.0, h_mv + mu * tau_v)
 
     def apply(ds):
         d_tau, d_nu = ds
@@ -184,7 +195,7 @@ def _fixed_point_map(op, likelihood, y, tau, nu, cov: AbstractSitesCovariance):
         ])
         return identity_minus(2 * mu.shape[0], J)
 
-    return (t_tau, g_m + t_tau * mu), LinearMap(apply, matrix if cov.has_matrix else None), mu
+    return (t_tau, jnp.where(known, 0.0, g_m + t_tau * mu)), LinearMap(apply, matrix if cov.has_matrix else None), mu
 
 
 def _fixed_point_system(op, likelihood, y, sites):

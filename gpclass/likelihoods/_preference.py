@@ -23,8 +23,7 @@ class Preference(AbstractLikelihood):
     array of item indices (winner, loser) into X.  Items never compared, repeated and contradictory comparisons
     are all valid; an index outside 0..n-1 or an item compared with itself is an error.  Two items with
     identical inputs compared with each other are valid too: such a comparison says nothing (its difference has
-    prior variance 0 and p = 1/2), and it adds log 1/2 to log q, under Laplace, EP, MCMC and AIS; KL may stall
-    on it (leave such comparisons out for KL).
+    prior variance 0 and p = 1/2), and it adds log 1/2 to log q under every method.
 
     How inference sees it.  The likelihood depends on f only through the m differences g = D f,
     g_j = f_{u_j} - f_{v_j}, whose prior is N(0, D K D^T); on g it factorises, each comparison a probit site
