@@ -319,6 +319,16 @@ def test_an_item_never_compared_keeps_its_prior():
     np.testing.assert_allclose(post.preference(X[3:], X[3:]), 0.5, rtol=1e-12)
 
 
+def test_save_and_load(tmp_path):
+    """A preference posterior survives gpc.save / gpc.load: the same p(a > b) and utilities."""
+    post = gpc.infer(gpc.EP(), KERNEL, LIK, X3, C5)
+    gpc.save(tmp_path / "preference.gpc", post)
+    loaded = gpc.load(tmp_path / "preference.gpc")
+    assert isinstance(loaded, gpc.PreferencePosterior)
+    np.testing.assert_array_equal(loaded.preference(XA, XB), post.preference(XA, XB))
+    np.testing.assert_array_equal(loaded.latent(XA)[1], post.latent(XA)[1])
+
+
 def test_fit_learns_the_length_scale_and_ranks_new_items():
     """gpc.fit (EP, sigma held fixed: only the kernel's ratio to it is identified) on 60 comparisons of 30 items
     drawn from a known utility: converged, log q raised; the fitted utilities of 20 new items rank-correlate with
