@@ -12,10 +12,17 @@ Which case applies is decided by ``p.ndim``. Log probabilities are not
 clipped: a prediction of probability 0 for the true class gives ``-inf``
 information and ``+inf`` negative log probability.
 
+Calibration: :func:`brier_score`, :func:`expected_calibration_error` and
+:func:`reliability` (the reliability diagram's points, scikit-learn's
+``calibration_curve`` per class).
+
 References: M. Kuss & C. E. Rasmussen (2005), "Assessing approximate inference
 for binary Gaussian process classification", JMLR 6, eq. (34); C. E. Rasmussen
 & C. K. I. Williams (2006), *Gaussian Processes for Machine Learning*,
-eq. (3.76) (GPML).
+eq. (3.76) (GPML); G. W. Brier (1950), "Verification of forecasts expressed in
+terms of probability", Monthly Weather Review 78; C. Guo, G. Pleiss, Y. Sun &
+K. Q. Weinberger (2017), "On calibration of modern neural networks", ICML
+(expected calibration error, their eq. 3).
 """
 
 from __future__ import annotations
@@ -29,7 +36,10 @@ from . import _exceptions
 
 _LN2 = math.log(2.0)
 
-__all__ = ["error_rate", "information_bits", "mean_negative_log_probability"]
+__all__ = [
+    "brier_score", "error_rate", "expected_calibration_error", "information_bits", "mean_negative_log_probability",
+    "reliability",
+]
 
 
 def _log_prob_true(y, p):
@@ -110,3 +120,86 @@ def mean_negative_log_probability(y, p):
     a zero probability for the true label gives ``+inf``.
     """
     return -jnp.mean(_log_prob_true(y, p))
+
+
+def _one_hot(y, p):
+    """The observed outcome in the layout of ``p``: 1{y > 0} (m,) for binary, one-hot rows (m, C) for classes."""
+    y, p = jnp.asarray(y), jnp.asarray(p)
+    if p.ndim == 1:
+        return (y > 0).astype(p.dtype)
+    if p.ndim == 2:
+        return (y.astype(jnp.int32)[:, None] == jnp.arange(p.shape[1])).astype(p.dtype)
+    raise _exceptions.GPClassError(f"p must have shape (m,) or (m, C), got {p.shape}")
+
+
+def brier_score(y, p):
+    """The Brier score (Brier 1950): the mean squared difference between the predicted probabilities and the
+    outcome.  Binary: ``mean_i (p_i - 1{y_i = +1})^2``; multi-class: ``mean_i sum_c (p_ic - 1{y_i = c})^2``
+    (scikit-learn's ``brier_score_loss``, whose binary score is the multi-class one halved).  0 is perfect.
+
+    Example::
+
+        >>> float(brier_score(jnp.array([1.0, -1.0]), jnp.array([0.8, 0.4])))
+        0.1...
+    """
+    outcome = _one_hot(y, p)
+    squared = (jnp.asarray(p) - outcome) ** 2
+    return jnp.mean(squared if squared.ndim == 1 else jnp.sum(squared, axis=1))
+
+
+def _bins(values, num_bins: int):
+    """The bin of each value among ``num_bins`` equal bins of [0, 1]; a value on an inner edge goes to the lower
+    bin (scikit-learn's ``calibration_curve``: ``searchsorted`` on the inner edges)."""
+    if not isinstance(num_bins, int) or isinstance(num_bins, bool) or num_bins < 1:
+        raise _exceptions.GPClassError(f"num_bins must be an integer >= 1; got {num_bins!r}.")
+    inner = jnp.linspace(0.0, 1.0, num_bins + 1, dtype=values.dtype)[1:-1]
+    return jnp.searchsorted(inner, values, side="left")
+
+
+def _bin_means(index, values, num_bins: int):
+    """Per bin: the count and the mean of each of ``values`` (NaN in an empty bin)."""
+    ones = jnp.ones(index.shape, values[0].dtype)
+    counts = jnp.zeros(num_bins, ones.dtype).at[index].add(ones)
+    means = [jnp.zeros(num_bins, v.dtype).at[index].add(v) / counts for v in values]
+    return counts, means
+
+
+def reliability(y, p, num_bins: int = 10):
+    """The points of a reliability diagram: for ``num_bins`` equal bins of predicted probability on [0, 1], the
+    mean predicted probability, the observed frequency of the event and the number of cases, per bin.
+
+    Binary: the event is y = +1 and ``p`` its probability, arrays of shape (num_bins,).  Multi-class: one
+    diagram per class (the event y = c against p[:, c]), arrays of shape (C, num_bins).  Empty bins hold NaN
+    (scikit-learn's ``calibration_curve(y, p, n_bins=num_bins)`` drops them; otherwise the same numbers).
+
+    Returns ``(mean_predicted, observed_frequency, counts)``.
+    """
+    p = jnp.asarray(p)
+    outcome = _one_hot(y, p)
+    if p.ndim == 1:
+        counts, (predicted, observed) = _bin_means(_bins(p, num_bins), (p, outcome), num_bins)
+        return predicted, observed, counts
+    per_class = [_bin_means(_bins(p[:, c], num_bins), (p[:, c], outcome[:, c]), num_bins) for c in range(p.shape[1])]
+    return (jnp.stack([m[1][0] for m in per_class]), jnp.stack([m[1][1] for m in per_class]),
+            jnp.stack([m[0] for m in per_class]))
+
+
+def expected_calibration_error(y, p, num_bins: int = 10):
+    """The expected calibration error of the predicted class (Guo et al. 2017, eq. 3):
+    ``sum_b (n_b / n) |accuracy_b - confidence_b|`` over ``num_bins`` equal bins of the confidence on [0, 1],
+    where the confidence of a case is the probability of its predicted class (binary: max(p, 1 - p), the
+    predicted class +1 where p > 1/2 as in :func:`error_rate`; multi-class: max_c p_ic) and the accuracy of a
+    bin is the fraction of its cases predicted correctly.  0 for a calibrated classifier (in the limit of many
+    cases); empty bins add nothing.
+    """
+    y, p = jnp.asarray(y), jnp.asarray(p)
+    if p.ndim == 1:
+        confidence, correct = jnp.maximum(p, 1.0 - p), (p > 0.5) == (y > 0)
+    elif p.ndim == 2:
+        confidence, correct = jnp.max(p, axis=1), jnp.argmax(p, axis=1) == y
+    else:
+        raise _exceptions.GPClassError(f"p must have shape (m,) or (m, C), got {p.shape}")
+    counts, (mean_confidence, accuracy) = _bin_means(_bins(confidence, num_bins),
+                                                     (confidence, correct.astype(p.dtype)), num_bins)
+    gaps = jnp.where(counts > 0, jnp.abs(accuracy - mean_confidence), 0.0)
+    return jnp.sum(counts * gaps) / confidence.shape[0]

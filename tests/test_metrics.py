@@ -116,3 +116,94 @@ def test_under_jit_and_jax_inputs():
 def test_bad_shape():
     with pytest.raises(ValueError):
         error_rate(np.zeros(4), np.zeros((2, 2, 1)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Calibration: against scikit-learn and a loop written out here.
+
+def _calibration_data(seed=0, m=500, num_classes=None):
+    rng = np.random.default_rng(seed)
+    if num_classes is None:
+        p = rng.uniform(size=m)
+        p[:5] = [0.0, 0.1, 0.5, 0.9, 1.0]  # bin edges: a value on an inner edge belongs to the lower bin
+        y = np.where(rng.uniform(size=m) < p**1.3, 1.0, -1.0)  # miscalibrated on purpose
+        return y, p
+    logits = rng.normal(size=(m, num_classes)) * 2.0
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y = np.array([rng.choice(num_classes, p=row**2 / np.sum(row**2)) for row in p])
+    return y, p
+
+
+def test_brier_score_matches_scikit_learn():
+    from sklearn.metrics import brier_score_loss
+
+    from gpclass.metrics import brier_score
+
+    y, p = _calibration_data()
+    np.testing.assert_allclose(float(brier_score(y, p)), brier_score_loss(y > 0, p), rtol=1e-12)
+    y3, p3 = _calibration_data(1, num_classes=3)
+    np.testing.assert_allclose(float(brier_score(y3, p3)), brier_score_loss(y3, p3, labels=[0, 1, 2]), rtol=1e-12)
+    np.testing.assert_allclose(float(jax.jit(brier_score)(y3, p3)), brier_score_loss(y3, p3), rtol=1e-12)
+
+
+@pytest.mark.parametrize("num_bins", [5, 10, 13])
+def test_reliability_matches_calibration_curve(num_bins):
+    """Binary and per class against scikit-learn's calibration_curve (which drops the empty bins, NaN here)."""
+    from sklearn.calibration import calibration_curve
+
+    from gpclass.metrics import reliability
+
+    y, p = _calibration_data()
+    predicted, observed, counts = map(np.asarray, reliability(y, p, num_bins))
+    true_freq, mean_pred = calibration_curve(y > 0, p, n_bins=num_bins)
+    full = counts > 0
+    np.testing.assert_allclose(predicted[full], mean_pred, rtol=1e-12)
+    np.testing.assert_allclose(observed[full], true_freq, rtol=1e-12)
+    assert counts.sum() == len(y) and np.all(np.isnan(predicted[~full]))
+    y3, p3 = _calibration_data(2, num_classes=3)
+    predicted, observed, counts = map(np.asarray, jax.jit(reliability, static_argnums=2)(y3, p3, num_bins))
+    assert predicted.shape == (3, num_bins)
+    for c in range(3):
+        true_freq, mean_pred = calibration_curve(y3 == c, p3[:, c], n_bins=num_bins)
+        full = counts[c] > 0
+        np.testing.assert_allclose(predicted[c][full], mean_pred, rtol=1e-12)
+        np.testing.assert_allclose(observed[c][full], true_freq, rtol=1e-12)
+
+
+def _ece_loop(confidence, correct, num_bins):
+    """Guo et al. (2017) eq. 3, written out: bins (k/B, (k+1)/B], the first closed at 0."""
+    total = 0.0
+    for k in range(num_bins):
+        lo, hi = k / num_bins, (k + 1) / num_bins
+        in_bin = [i for i, c in enumerate(confidence) if (lo < c <= hi) or (k == 0 and c == 0.0)]
+        if in_bin:
+            accuracy = np.mean([correct[i] for i in in_bin])
+            mean_confidence = np.mean([confidence[i] for i in in_bin])
+            total += len(in_bin) / len(confidence) * abs(accuracy - mean_confidence)
+    return total
+
+
+@pytest.mark.parametrize("num_bins", [1, 10, 15])
+def test_expected_calibration_error_matches_the_definition(num_bins):
+    from gpclass.metrics import expected_calibration_error
+
+    y, p = _calibration_data()
+    confidence = np.maximum(p, 1 - p)
+    correct = (p > 0.5) == (y > 0)
+    np.testing.assert_allclose(float(expected_calibration_error(y, p, num_bins)),
+                               _ece_loop(confidence, correct, num_bins), rtol=1e-12)
+    y3, p3 = _calibration_data(3, num_classes=4)
+    expected = _ece_loop(p3.max(axis=1), p3.argmax(axis=1) == y3, num_bins)
+    np.testing.assert_allclose(float(expected_calibration_error(y3, p3, num_bins)), expected, rtol=1e-12)
+    # A calibrated predictor: outcomes drawn with the predicted probabilities; ECE shrinks like 1/sqrt(m).
+    rng = np.random.default_rng(4)
+    q = rng.uniform(size=200_000)
+    assert float(expected_calibration_error(np.where(rng.uniform(size=q.size) < q, 1.0, -1.0), q, num_bins)) < 0.01
+    with pytest.raises(gpc_error(), match="num_bins"):
+        expected_calibration_error(y, p, 0)
+
+
+def gpc_error():
+    import gpclass
+
+    return gpclass.GPClassError
