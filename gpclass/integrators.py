@@ -10,6 +10,8 @@ returns the (m, K) class probabilities: one latent function), :class:`MonteCarlo
 """
 
 import equinox as eqx
+import jax.numpy as _jnp
+from jax import lax as _lax
 
 from ._exceptions import GPClassError as _GPClassError
 from ._types import Array, Float
@@ -30,6 +32,13 @@ class AbstractIntegrator(eqx.Module):
     def classes(self, likelihood, mean: Float[Array, "m C"], cov: Float[Array, "m C C"],
                 key: Array | None) -> Float[Array, "m C"]:
         """E[softmax(f*)], f* ~ N(mean, cov) per test point."""
+        raise _GPClassError(f"{type(self).__name__} averages a binary likelihood; for the softmax use "
+                           "gpc.integrators.MonteCarlo() or MeanField().")
+
+    def mixture_classes(self, likelihood, weights: Float[Array, " S"], means: Float[Array, "S m C"],
+                        var: Float[Array, "m C"], key: Array | None) -> Float[Array, "m C"]:
+        """E[softmax(f*)] for f* ~ sum_s w_s N(means_s, diag var) per test point: the prediction of samples
+        (MCMC, AIS) of a softmax model, whose classes are independent given a sample."""
         raise _GPClassError(f"{type(self).__name__} averages a binary likelihood; for the softmax use "
                            "gpc.integrators.MonteCarlo() or MeanField().")
 
@@ -62,13 +71,22 @@ class MonteCarlo(AbstractIntegrator):
         _require_setting("MonteCarlo", "num_samples", self.num_samples, low=1, low_open=False, integer=True)
 
     def classes(self, likelihood, mean, cov, key):
-        if key is None:
-            raise _GPClassError(
-                "multi-class predictions average the softmax over the latent Gaussian by Monte Carlo "
-                "(GPML Algorithm 3.4), which needs an explicit key=jax.random.key(...); "
-                "or pass integrator=gpc.integrators.MeanField() for a deterministic approximation."
-            )
+        _require_key(key)
         return likelihood.monte_carlo_probability(mean, cov, key, self.num_samples)
+
+    def mixture_classes(self, likelihood, weights, means, var, key):
+        """``num_samples`` draws of the mixture: a sample s by its weight, then f* ~ N(means_s, diag var)."""
+        _require_key(key)
+        return likelihood.monte_carlo_mixture_probability(weights, means, var, key, self.num_samples)
+
+
+def _require_key(key):
+    if key is None:
+        raise _GPClassError(
+            "multi-class predictions average the softmax over the latent Gaussian by Monte Carlo "
+            "(GPML Algorithm 3.4), which needs an explicit key=jax.random.key(...); "
+            "or pass integrator=gpc.integrators.MeanField() for a deterministic approximation."
+        )
 
 
 class MeanField(MacKay):
@@ -77,3 +95,14 @@ class MeanField(MacKay):
 
     def classes(self, likelihood, mean, cov, key):
         return likelihood.mean_field_probability(mean, cov)
+
+    def mixture_classes(self, likelihood, weights, means, var, key):
+        """sum_s w_s MeanField(means_s, diag var), one sample at a time (memory O(m C^2))."""
+        cov = var[..., None] * _jnp.eye(var.shape[-1], dtype=var.dtype)
+
+        def accumulate(total, weight_and_mean):
+            weight, mean = weight_and_mean
+            return total + weight * likelihood.mean_field_probability(mean, cov), None
+
+        total, _ = _lax.scan(accumulate, _jnp.zeros_like(means[0]), (weights, means))
+        return total

@@ -153,5 +153,5 @@ def test_errors_are_clear():
         gpc.fit(gpc.MCMC(), KERNEL, PROBIT, X3, Y3, key=jax.random.key(0))
     with pytest.raises(ValueError, match="num_chains, n"):
         gpc.infer(gpc.MCMC(num_chains=2), KERNEL, PROBIT, X3, Y3, init=np.zeros((3, 3)), key=jax.random.key(0))
-    with pytest.raises(ValueError, match="MCMC does not support the multi-class Softmax"):
-        gpc.infer(gpc.MCMC(), KERNEL, gpc.likelihoods.Softmax(3), X3, np.array([0, 1, 2]), key=jax.random.key(0))
+    with pytest.raises(ValueError, match="MCMC does not support a sparse prior"):  # Softmax: test_softmax_sampling.py
+        gpc.infer(gpc.MCMC(), gpc.Sparse(KERNEL, X3[:2]), PROBIT, X3, Y3, key=jax.random.key(0))

@@ -8,6 +8,7 @@ from ._posterior import (
     SamplePosterior,
     SamplerInfo,
     SoftmaxPosterior,
+    SoftmaxSamplePosterior,
     SolverInfo,
     SparsePosterior,
     SparseSoftmaxPosterior,
@@ -30,4 +31,5 @@ __all__ = [
     "SamplePosterior",
     "SamplerInfo", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL", "Laplace", "SoftmaxPosterior",
     "SolverInfo", "SparsePosterior",
-    "SparseSoftmaxPosterior", "infer", "PreferencePosterior", "predict_pair_latent", "predict_preference"]
+    "SparseSoftmaxPosterior", "infer", "PreferencePosterior", "SoftmaxSamplePosterior", "predict_pair_latent",
+    "predict_preference"]

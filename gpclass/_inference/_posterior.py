@@ -340,6 +340,58 @@ class SamplePosterior(AbstractPosterior):
         return jax.nn.softmax(self.log_weights), G.T @ V, var
 
 
+class SoftmaxSamplePosterior(SamplePosterior):
+    """The latent posterior of a softmax model represented by (weighted) samples F_s (S, n, C) (MCMC or AIS).
+
+    Each sample's latents are whitened per class: ``chol`` is the Cholesky factor of the (jittered) prior
+    covariance shared by the classes (n, n), or one per class (C, n, n) for a ``PerClass`` kernel.
+    Predictions (Kuss & Rasmussen section 6.1, class by class): p(f*^c | F_s) = N(k_c*^T K_c^-1 f_s^c,
+    k_c** - k_c*^T K_c^-1 k_c*), independent across classes given F_s, and
+    p(y* | x*) = sum_s w_s E[softmax(f*) | F_s], averaged by the integrator over the mixture
+    (``integrator.mixture_classes``).
+    """
+
+    samples: Float[Array, "S n C"]
+    chol: Float[Array, "*C n n"]
+
+    def _latent(self, X_test):
+        """The mean (m, C) and covariance (m, C, C) of the mixture sum_s w_s p(f*|F_s): the conditional variances
+        on the diagonal plus the samples' spread of the conditional means."""
+        weights, means, var = self._conditionals(self.kernel.gram(X_test, self.X), self.kernel.diag(X_test))
+        mean = jnp.tensordot(weights, means, axes=1)
+        centred = means - mean
+        spread = jnp.einsum("s,smc,smd->mcd", weights, centred, centred)
+        return mean, spread + var[:, :, None] * jnp.eye(mean.shape[1], dtype=mean.dtype)
+
+    def _probability(self, X_test, integrator, key):
+        weights, means, var = self._conditionals(self.kernel.gram(X_test, self.X), self.kernel.diag(X_test))
+        return integrator.mixture_classes(self.likelihood, weights, means, var, key)
+
+    def _conditionals(self, K_cross, prior_var):
+        """p(f*^c|F_s) for every sample and class: the weights (S,), conditional means (S, m, C) and variances
+        (m, C), from ``K_cross`` (m, n) shared or (C, m, n) per class and ``prior_var`` (m,) or (C, m)."""
+        num_classes = self.samples.shape[-1]
+        n = self.samples.shape[1]
+        chol = self.chol if self.chol.ndim == 3 else jnp.broadcast_to(self.chol, (num_classes, n, n))
+        if K_cross.ndim == 2:
+            K_cross = jnp.broadcast_to(K_cross, (num_classes, *K_cross.shape))
+            prior_var = jnp.broadcast_to(prior_var, (num_classes, prior_var.shape[0]))
+
+        def per_class(L, k_cross, k_star, F):
+            V = dense.solve_triangular(L, k_cross.T, lower=True)  # L_c^-1 k_c*
+            G = dense.solve_triangular(L, F.T, lower=True)  # L_c^-1 f_s^c
+            return G.T @ V, k_star - jnp.sum(V**2, axis=0)
+
+        means, var = jax.vmap(per_class, in_axes=(0, 0, 0, 2), out_axes=(2, 1))(chol, K_cross, prior_var,
+                                                                             self.samples)
+        return jax.nn.softmax(self.log_weights), means, var
+
+
+def sample_posterior(*, samples, **fields) -> SamplePosterior:
+    """The posterior of samples of the latents: (S, n) for one latent function, (S, n, C) for the softmax."""
+    return (SamplePosterior if samples.ndim == 2 else SoftmaxSamplePosterior)(samples=samples, **fields)
+
+
 def gaussian_posterior(op, factor, *, alpha, mean, log_marginal, info, warm_start) -> AbstractPosterior:
     """The predictive form of a Gaussian posterior q(f) = N(mean, (K^-1 + W)^-1) under the prior ``op``.
 

@@ -179,13 +179,16 @@ class HMC(AbstractSampler):
         return hmc(log_likelihood, step_size=self.step_size, num_leapfrog=self.num_leapfrog, temperature=temperature)
 
 
-def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:
+def prior_factor(K: Float[Array, "*C n n"], jitter: float) -> Float[Array, "*C n n"]:
     """L with L L^T = K + jitter * mean(diag K) * I, for whitening; raises if K is not positive definite.
+    Per class (a ``PerClass`` kernel's C x n x n blocks): one factor per block, each with its own jitter.
 
     The check is on the factor, not on the samples: a NaN factor would make
     every chain silently NaN (or, with ``throw=False``, return garbage), so it
     raises whatever the ``throw`` setting of the call.
     """
+    if K.ndim == 3:
+        return jnp.stack([prior_factor(block, jitter) for block in K])
     n = K.shape[0]
     scale = jitter * jnp.mean(jnp.diagonal(K))
     L = dense.cholesky(K + scale * jnp.eye(n, dtype=K.dtype))
@@ -196,6 +199,27 @@ def prior_factor(K: Float[Array, "n n"], jitter: float) -> Float[Array, "n n"]:
         "the kernel is not a valid covariance function, or K is singular (e.g. a Linear kernel with more cases than "
         "input dimensions, or repeated inputs) and needs a larger jitter on the method.",
     )
+
+
+def latent_shape(K, likelihood) -> tuple[int, ...]:
+    """The shape of the latent values: (n,) for one latent function, (n, C) for the softmax's C."""
+    n, num_latent = K.shape[-1], likelihood.num_latent
+    return (n,) if num_latent == 1 else (n, num_latent)
+
+
+def colour_one(L: Float[Array, "*C n n"], g: Float[Array, "n ..."]) -> Float[Array, "n ..."]:
+    """f = L g for one whitened latent g, (n,) or (n, C) (per class for a (C, n, n) factor)."""
+    return jnp.einsum("cij,jc->ic", L, g) if L.ndim == 3 else L @ g
+
+
+def colour(L: Float[Array, "*C n n"], g: Float[Array, "S n ..."]) -> Float[Array, "S n ..."]:
+    """f = L g for a batch of whitened latents g (S, n) or (S, n, C): one factor for every latent function, or
+    per class (C, n, n) acting on its own column."""
+    if L.ndim == 3:
+        return jnp.einsum("cij,sjc->sic", L, g)
+    if g.ndim == 3:
+        return jnp.einsum("ij,sjc->sic", L, g)
+    return g @ L.T
 
 
 def acceptance_summary(info) -> tuple[Array, Array]:

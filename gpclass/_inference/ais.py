@@ -20,8 +20,16 @@ from .._progress import as_progress, due, every_for, report
 from .._status import finite_status
 from .._validation import require_setting
 from ._base import AbstractInference
-from ._posterior import SamplePosterior, SamplerInfo
-from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, prior_factor
+from ._posterior import SamplerInfo, sample_posterior
+from ._samplers import (
+    AbstractSampler,
+    EllipticalSlice,
+    acceptance_summary,
+    colour,
+    colour_one,
+    latent_shape,
+    prior_factor,
+)
 
 
 class AIS(AbstractInference):
@@ -55,6 +63,7 @@ class AIS(AbstractInference):
     steps_per_temperature: int = eqx.field(static=True, default=1)
     sampler: AbstractSampler = EllipticalSlice()
     jitter: float = eqx.field(static=True, default=1e-10)
+    multiclass = True  # Softmax(C): the (n, C) latents, whitened per class
     progress: object = eqx.field(static=True, default=None)
 
     def __check_init__(self):
@@ -76,19 +85,19 @@ class AIS(AbstractInference):
     def solve_matrix(self, K, likelihood, y, init=None, key=None):
         if key is None:
             raise GPClassError("AIS needs an explicit PRNG key: gpc.infer(gpc.AIS(), ..., key=jax.random.key(0)).")
-        n = K.shape[0]
         L = prior_factor(K, self.jitter)
+        latent = latent_shape(K, likelihood)
         taus = self.schedule(K.dtype)
         progress = as_progress(self.progress)
         T = self.num_temperatures
         every = None if progress is None else every_for(progress, T, default_reports=100)
 
         def log_likelihood(g):
-            return jnp.sum(likelihood.log_prob(y, L @ g))
+            return jnp.sum(likelihood.log_prob(y, colour_one(L, g)))
 
         def run(key):
             key_start, key_anneal = jax.random.split(key)
-            g0 = jax.random.normal(key_start, (n,), K.dtype)
+            g0 = jax.random.normal(key_start, latent, K.dtype)
 
             def anneal(carry, t):
                 g, log_lik, log_w = carry
@@ -112,8 +121,8 @@ class AIS(AbstractInference):
         w = jnp.exp(log_w - jnp.max(log_w))
         se = jnp.std(w, ddof=1) / (jnp.sqrt(self.num_runs) * jnp.mean(w)) if self.num_runs > 1 else jnp.nan
         acceptance, evaluations = acceptance_summary(info)
-        return SamplePosterior(
-            samples=g @ L.T,
+        return sample_posterior(
+            samples=colour(L, g),
             log_weights=log_w,
             chol=L,
             log_marginal=log_marginal,

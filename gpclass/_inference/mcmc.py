@@ -1,7 +1,8 @@
 """Markov chain Monte Carlo on the latent posterior p(f|y, X, theta) ~ p(y|f) N(f|0, K) (Kuss & Rasmussen section 6.1).
 
 The gold standard the Gaussian approximations are judged against: exact in the
-limit of long runs.  Chains run on whitened latents g = L^-1 f (K = L L^T),
+limit of long runs, for one latent function and for the softmax's C (the (n, C)
+latents, whitened per class).  Chains run on whitened latents g = L^-1 f (K = L L^T),
 with elliptical slice sampling (default: no tuning, always moves) or hybrid
 Monte Carlo as Kuss & Rasmussen did; ``lax.scan`` drives each chain and
 ``vmap`` runs the chains together.
@@ -17,8 +18,16 @@ from .._progress import as_progress, due, every_for, report
 from .._status import finite_status
 from .._validation import require_setting
 from ._base import AbstractInference
-from ._posterior import SamplePosterior, SamplerInfo
-from ._samplers import AbstractSampler, EllipticalSlice, acceptance_summary, prior_factor
+from ._posterior import SamplerInfo, sample_posterior
+from ._samplers import (
+    AbstractSampler,
+    EllipticalSlice,
+    acceptance_summary,
+    colour,
+    colour_one,
+    latent_shape,
+    prior_factor,
+)
 
 
 class MCMC(AbstractInference):
@@ -30,8 +39,8 @@ class MCMC(AbstractInference):
         num_samples: samples kept per chain.
         num_warmup: steps discarded at the start of each chain.  Chains start
             at f = 0, the prior mean, or at ``gpc.infer(..., init=g0)`` with g0
-            of shape (num_chains, n) in whitened coordinates g = L^-1 f, e.g. an
-            AIS result's ``warm_start`` (approximate posterior draws).
+            of shape (num_chains, n) ((num_chains, n, C) for ``Softmax(C)``) in whitened
+            coordinates g = L^-1 f, e.g. an AIS result's ``warm_start`` (approximate posterior draws).
         num_chains: independent chains, run with ``vmap``.
         thin: keep every ``thin``-th step.
         jitter: ``jitter * mean(diag K)`` is added to the diagonal of K before
@@ -52,6 +61,7 @@ class MCMC(AbstractInference):
     thin: int = eqx.field(static=True, default=1)
     jitter: float = eqx.field(static=True, default=1e-10)
     progress: object = eqx.field(static=True, default=None)
+    multiclass = True  # Softmax(C): chains on the (n, C) latents, whitened per class
 
     def __check_init__(self):
         for name, low in (("num_samples", 1), ("num_warmup", 0), ("num_chains", 1), ("thin", 1)):
@@ -68,15 +78,17 @@ class MCMC(AbstractInference):
         if key is None:
             raise GPClassError("MCMC needs an explicit PRNG key: gpc.infer(gpc.MCMC(), ..., key=jax.random.key(0)).")
         L = prior_factor(K, self.jitter)
+        latent = latent_shape(K, likelihood)
 
         def log_likelihood(g):
-            return jnp.sum(likelihood.log_prob(y, L @ g))
+            return jnp.sum(likelihood.log_prob(y, colour_one(L, g)))
 
         kernel_init, kernel_step = self.sampler.build(log_likelihood)
-        shape = (self.num_chains, K.shape[0])
+        shape = (self.num_chains, *latent)
         start = jnp.zeros(shape, K.dtype) if init is None else jnp.asarray(init, K.dtype)
         if start.shape != shape:
-            raise GPClassError(f"MCMC init must have shape (num_chains, n) = {shape} (whitened latents); got "
+            names = "(num_chains, n)" if len(latent) == 1 else "(num_chains, n, C)"
+            raise GPClassError(f"MCMC init must have shape {names} = {shape} (whitened latents); got "
                                f"{start.shape}.")
 
         progress = as_progress(self.progress)
@@ -111,10 +123,10 @@ class MCMC(AbstractInference):
             return positions, info, state.position
 
         positions, info, last = jax.vmap(chain)(jax.random.split(key, self.num_chains), start)
-        samples = positions.reshape(-1, K.shape[0]) @ L.T
+        samples = colour(L, positions.reshape(-1, *latent))
         acceptance, evaluations = acceptance_summary(info)
         nan = jnp.asarray(jnp.nan, K.dtype)
-        return SamplePosterior(
+        return sample_posterior(
             samples=samples,
             log_weights=jnp.zeros(samples.shape[0], K.dtype),
             chol=L,

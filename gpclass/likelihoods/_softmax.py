@@ -105,6 +105,25 @@ class Softmax(AbstractLikelihood):
         total, _ = lax.scan(accumulate, jnp.zeros_like(mean), jax.random.split(key, num_samples))
         return total / num_samples
 
+    def monte_carlo_mixture_probability(
+        self, weights: Float[Array, " S"], means: Float[Array, "S m C"], var: Float[Array, "m C"], key: Array,
+        num_samples: int,
+    ) -> Float[Array, "m C"]:
+        """E[softmax(f*)] for f* ~ sum_s w_s N(means_s, diag var) (the prediction of MCMC or AIS samples), by
+        ``num_samples`` draws: for each, a sample s by its weight (one for every test point), then f* from its
+        Gaussian.  Standard deviation at most 0.5 / sqrt(num_samples) per probability."""
+        std = jnp.sqrt(jnp.maximum(var, 0.0))
+        log_weights = jnp.log(weights)
+
+        def accumulate(total, k):
+            k_sample, k_normal = jax.random.split(k)
+            s = jax.random.categorical(k_sample, log_weights)
+            f = means[s] + std * jax.random.normal(k_normal, std.shape, std.dtype)
+            return total + jax.nn.softmax(f, axis=-1), None
+
+        total, _ = lax.scan(accumulate, jnp.zeros_like(std), jax.random.split(key, num_samples))
+        return total / num_samples
+
     def mean_field_probability(self, mean: Float[Array, "m C"], cov: Float[Array, "m C C"]) -> Float[Array, "m C"]:
         """A deterministic approximation of E[softmax(f*)] (Lu, Ie & Sha 2020, arXiv:2006.07584), rows normalised.
 
