@@ -7,6 +7,7 @@ The same on a CSV file of your own (``_csv_job.py``; held-out split or k-fold CV
 
     python -m gpclass --csv FILE --target COLUMN [--features A,B] [--test-fraction 0.3 | --folds K]
                       [--method laplace|ep|kl|jj] [--ard] [--report OUT.json] [--plot OUT.png]
+                      [--ordinal [--order LOW,...,HIGH]]   (ordered classes: one gpc.likelihoods.Ordinal model)
 
 Compiled programs are kept in JAX's persistent compilation cache
 (``gpc.enable_compilation_cache``), so a second run loads them instead of

@@ -2,10 +2,28 @@
 
 Reads the file with the standard library's ``csv`` module (a header row naming
 the columns is required), codes the target's values as classes (two: binary
-labels -1 / +1; more: softmax Laplace with labels 0..C-1), standardises the
-features with the training statistics, fits the hyperparameters by ML-II
-(``gpc.fit``) on a held-out split or in each fold of k-fold cross-validation,
-and reports held-out metrics on stdout and, when asked, as JSON and a plot.
+labels -1 / +1; more: softmax Laplace with labels 0..C-1; with ``--ordinal``:
+ordered classes, ranks 0..K-1, one ``gpc.likelihoods.Ordinal(K)`` model),
+standardises the features with the training statistics, fits the
+hyperparameters by ML-II (``gpc.fit``) on a held-out split or in each fold of
+k-fold cross-validation, and reports held-out metrics on stdout and, when
+asked, as JSON and a plot.
+
+Ordinal targets (``--ordinal``).  The classes' order is the numbers' order when
+every value is a number, else it must be given: ``--order low,mid,high`` lists
+every value of the target column from the lowest to the highest (text is not
+ordered by guessing: alphabetical order would put "high" before "low").  A
+value missing from the list, or a listed value no row holds, is an error.
+The model is the cumulative probit with the noise sigma held at 1 and the
+kernel's variance fitted with the length scales and the K - 1 cutpoints (the
+model is unchanged when f, the cutpoints and sigma are scaled together, so one
+of sigma and the variance has to be held: the choice of
+``gpclass.sklearn.GaussianProcessClassifier``), from cutpoints at the
+quantiles of the prior predictive N(0, 2) of the training cases' cumulative
+class frequencies.  Reported besides the multi-class metrics: the accuracy and
+the mean absolute rank error |predicted rank - true rank| of the predicted
+class, the most probable one (as Chu & Ghahramani 2005), and the fitted
+cutpoints.
 
 A problem with the file is a :class:`DataError` naming the column and line;
 ``main`` turns it into a one-line message and exit status 1.
@@ -17,8 +35,10 @@ import json
 import math
 import os
 import time
+from statistics import NormalDist
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -91,7 +111,13 @@ def add_arguments(parser) -> None:
     split.add_argument("--folds", type=int, default=None, metavar="K", help="K-fold cross-validation instead")
     group.add_argument("--method", default="laplace", choices=list(METHODS),
                        help="inference: laplace, ep, kl (Gaussian KL) or jj (Jaakkola-Jordan lower bound, logistic "
-                            "only); more than two classes: laplace (softmax)")
+                            "only); more than two classes: laplace (softmax); --ordinal: laplace, ep or kl")
+    group.add_argument("--ordinal", action="store_true",
+                       help="the target's values are ordered classes (ordinal regression, cumulative probit): "
+                            "numbers in their numeric order, text in the order of --order")
+    group.add_argument("--order", metavar="LOW,...,HIGH",
+                       help="with --ordinal: every value of the target column, comma-separated, from the lowest "
+                            "to the highest (needed when the values are not all numbers)")
     group.add_argument("--ard", action="store_true", help="one length scale per feature (default: one for all)")
     group.add_argument("--report", metavar="OUT.json", help="write the results as JSON")
     group.add_argument("--plot", metavar="OUT.png",
@@ -100,7 +126,7 @@ def add_arguments(parser) -> None:
 
 def check_arguments(args, parser) -> None:
     """Options of one job given to the other are usage errors (exit status 2)."""
-    csv_only = ["target", "features", "drop_missing", "test_fraction", "folds", "report", "plot"]
+    csv_only = ["target", "features", "drop_missing", "test_fraction", "folds", "report", "plot", "ordinal", "order"]
     if args.kernel == "nn" and args.ard:
         parser.error("--kernel nn (GPML's covNNone) has one length scale; --ard is not available for it")
     if args.csv is None:
@@ -118,6 +144,11 @@ def check_arguments(args, parser) -> None:
         parser.error(f"--test-fraction must lie strictly between 0 and 1, got {args.test_fraction}")
     if args.folds is not None and args.folds < 2:
         parser.error(f"--folds must be at least 2, got {args.folds}")
+    if args.order is not None and not args.ordinal:
+        parser.error("--order gives the order of ordinal classes; it needs --ordinal")
+    if args.ordinal and args.method == "jj":
+        parser.error("--ordinal takes --method laplace, ep or kl; jj (the Jaakkola-Jordan bound) is for the "
+                     "logistic likelihood only")
     if args.method == "jj" and args.likelihood != "logistic":
         parser.error("--method jj (the Jaakkola-Jordan bound) needs --likelihood logistic")
     problem = output_path_problem(args)
@@ -167,8 +198,8 @@ def main(args, enable_cache) -> None:
     start = time.perf_counter()
     try:
         table = read_csv(args.csv, args.target, _split_names(args.features), args.drop_missing, args.delimiter)
-        names, codes = class_codes(table)
-        if len(names) > 2 and args.method != "laplace":
+        names, codes = ordinal_codes(table, args.order) if args.ordinal else class_codes(table)
+        if len(names) > 2 and args.method != "laplace" and not args.ordinal:
             raise DataError(f"{len(names)} classes: multi-class classification is softmax Laplace only "
                             f"(--method laplace), not --method {args.method}")
         splits = make_splits(args, codes, names)
@@ -301,10 +332,11 @@ def _numeric_column(path, name, values) -> np.ndarray:
     return out
 
 
-def class_codes(table):
+def class_codes(table, binary_signs=True):
     """The classes (sorted: numerically if every label is a number, else as text) and each case's code.
 
-    Two classes are coded -1, +1 (the second sorted class is +1); more are coded 0..C-1.
+    Two classes are coded -1, +1 (the second sorted class is +1; ``binary_signs=False``: 0, 1); more are coded
+    0..C-1.
     """
     labels = table.labels
     if all(_is_number(label) for label in labels):
@@ -327,9 +359,54 @@ def class_codes(table):
         raise DataError(f"the target column {table.target!r} has {len(names)} distinct values in {len(labels)} "
                         f"rows, {singletons} of them once only: is it a class label? (a continuous target is "
                         "regression, not classification)")
-    if len(names) == 2:
+    if len(names) == 2 and binary_signs:
         return names, np.where(codes == 1, 1.0, -1.0)
     return names, codes.astype(np.int64)
+
+
+def ordinal_codes(table, order=None):
+    """Ordered classes (lowest first) and each case's rank 0..K-1, for ``--ordinal``.
+
+    Numbers are ordered numerically (as :func:`class_codes`: "1" and "1.0" are one class); other values need
+    ``order``, the comma-separated values from the lowest to the highest, matched to the stripped text of the
+    column (with ``order`` numbers are matched as text too).
+    """
+    labels = table.labels
+    if order is None:
+        if not all(_is_number(label) for label in labels):
+            text = sorted({label for label in labels if not _is_number(label)})
+            raise DataError(f"--ordinal: the target column {table.target!r} holds values that are not numbers "
+                            f"({', '.join(repr(t) for t in text[:3])}{', ...' if len(text) > 3 else ''}), whose "
+                            "order cannot be guessed; give it with --order LOW,...,HIGH (every value, lowest first)")
+        return class_codes(table, binary_signs=False)
+    names = _split_names(order)
+    if len(set(names)) != len(names):
+        raise DataError(f"--order names {next(n for n in names if names.count(n) > 1)!r} twice")
+    rank = {name: k for k, name in enumerate(names)}
+    unknown = sorted({label for label in labels if label not in rank})
+    if unknown:
+        raise DataError(f"the target column {table.target!r} holds {unknown[0]!r}, which --order does not list "
+                        f"(--order lists {', '.join(repr(n) for n in names)})")
+    absent = [name for name in names if name not in set(labels)]
+    if absent:
+        raise DataError(f"--order lists {absent[0]!r}, which no row of the target column {table.target!r} holds: "
+                        "list the values that occur")
+    if len(names) < 2:
+        raise DataError(f"the target column {table.target!r} has one class only ({names[0]!r}, {len(labels)} "
+                        "rows): classification needs at least two")
+    return names, np.array([rank[label] for label in labels], np.int64)
+
+
+def ordinal_start(y_train, num_classes, dtype):
+    """Ordinal(K) to start ML-II from: noise 1 and the cutpoints at the quantiles of the prior predictive
+    N(0, 1 + 1) (kernel variance 1, noise 1) of the training cases' cumulative class frequencies, clipped to
+    [0.5/n, 1 - 0.5/n] and made increasing by at least 0.01 where a class has no training case."""
+    n = len(y_train)
+    cumulative = np.cumsum(np.bincount(np.asarray(y_train, np.int64), minlength=num_classes))[:-1] / n
+    cuts = [math.sqrt(2.0) * NormalDist().inv_cdf(c) for c in np.clip(cumulative, 0.5 / n, 1.0 - 0.5 / n)]
+    for j in range(1, len(cuts)):
+        cuts[j] = max(cuts[j], cuts[j - 1] + 0.01)
+    return gpc.likelihoods.Ordinal(num_classes, jnp.asarray(cuts, dtype), noise=jnp.asarray(1.0, dtype))
 
 
 def make_splits(args, codes, names):
@@ -347,7 +424,7 @@ def make_splits(args, codes, names):
                             f"{n - num_test} training cases; need at least 1 and 2")
         perm = np.random.default_rng(args.seed).permutation(n)  # as gpc.datasets.train_test_split
         splits = [(perm[num_test:], perm[:num_test])]
-    coded = [-1.0, 1.0] if len(names) == 2 else range(len(names))
+    coded = [-1.0, 1.0] if len(names) == 2 and not args.ordinal else range(len(names))
     for i, (train, _) in enumerate(splits):
         absent = [name for name, c in zip(names, coded) if not np.any(codes[train] == c)]
         if absent:
@@ -358,37 +435,41 @@ def make_splits(args, codes, names):
 
 def run(args, table, names, codes, splits, dtype) -> dict:
     n, d = table.X.shape
-    binary = len(names) == 2
+    ordinal = bool(args.ordinal)
+    binary = len(names) == 2 and not ordinal
+    task = "ordinal" if ordinal else "binary" if binary else "multiclass"
     method = METHODS[args.method]()
     if binary:
         likelihood = gpc.likelihoods.Logistic() if args.likelihood == "logistic" else gpc.likelihoods.Probit()
         mapping = {name: int(c) for name, c in zip(names, [-1, 1])}
-    else:
-        likelihood = gpc.likelihoods.Softmax(len(names))
+    else:  # ordinal: each training set's own start (ordinal_start), built in the loop
+        likelihood = None if ordinal else gpc.likelihoods.Softmax(len(names))
         mapping = {name: c for c, name in enumerate(names)}
     kernel = make_kernel(args.kernel, d, args.ard, dtype)
-    model = f"{args.likelihood} likelihood" if binary else f"softmax likelihood, {len(names)} classes"
+    model = (f"{args.likelihood} likelihood" if binary else
+             f"ordinal likelihood, {len(names)} ordered classes" if ordinal else
+             f"softmax likelihood, {len(names)} classes")
     scheme = f"{args.folds}-fold CV" if args.folds else f"{len(splits[0][0])} train / {len(splits[0][1])} test"
     print(f"gpclass {gpc.__version__}: {args.method} ML-II on {args.csv} ({n} cases, d = {d}, {scheme}, {model}, "
           f"{KERNELS[args.kernel][1]} kernel, {'ARD, ' if args.ard else ''}{jnp.dtype(dtype).name}), L-BFGS from "
           f"sigma_f = 1, l = sqrt(d){', alpha = 1' if args.kernel == 'rq' else ''}")
-    print("classes: " + ", ".join(f"{name!r} -> {code:+d}" if binary else f"{name!r} -> {code}"
-                                  for name, code in mapping.items()))
+    print(("classes, lowest first: " if ordinal else "classes: ")
+          + ", ".join(f"{name!r} -> {code:+d}" if binary else f"{name!r} -> {code}" for name, code in mapping.items()))
     if table.num_dropped:
         print(f"left out {table.num_dropped} of {table.num_rows} rows with a missing value")
 
     # Every case's out-of-fold prediction (held out: the test cases'), for the plot and the pooled metrics.
     runs, pooled, tested = [], np.zeros((n,) if binary else (n, len(names))), np.zeros(n, bool)
     for i, (train, test) in enumerate(splits):
-        record, p = _fit_and_test(args, method, kernel, likelihood, table.X, codes, train, test, i, dtype)
+        start = ordinal_start(codes[train], len(names), dtype) if ordinal else likelihood
+        record, p = _fit_and_test(args, method, kernel, start, table.X, codes, train, test, i, dtype)
         pooled[test] = p
         tested[test] = True
         runs.append(record)
         label = f"fold {i + 1}/{len(splits)}: " if args.folds else ""
         _print_run(label, record)
 
-    summary = {key: _mean_std([r["test"][key] for r in runs])
-               for key in ("error_rate", "information_bits", "mean_negative_log_probability")}
+    summary = {key: _mean_std([r["test"][key] for r in runs]) for key in runs[0]["test"]}
     if args.folds:
         print("cross-validation: " + ", ".join(f"{key.replace('_', ' ')} {s['mean']:.4f} +- {s['std']:.4f}"
                                                for key, s in summary.items()))
@@ -406,15 +487,21 @@ def run(args, table, names, codes, splits, dtype) -> dict:
         "data": {"file": args.csv, "target": table.target, "features": table.features, "num_cases": n,
                  "num_features": d, "rows_read": table.num_rows, "rows_dropped_missing": table.num_dropped,
                  "class_counts": counts},
-        "task": "binary" if binary else "multiclass",
+        "task": task,
         "class_mapping": mapping,
         "positive_class": names[1] if binary else None,
-        "model": {"method": args.method, "likelihood": args.likelihood if binary else "softmax",
+        "model": {"method": args.method,
+                  "likelihood": args.likelihood if binary else "ordinal" if ordinal else "softmax",
                   "kernel": KERNELS[args.kernel][1], "ard": bool(args.ard), "dtype": jnp.dtype(dtype).name,
                   "initial": {"sigma_f": 1.0, "lengthscale": float(np.sqrt(d)),
-                              **({"alpha": 1.0} if args.kernel == "rq" else {})},
+                              **({"alpha": 1.0} if args.kernel == "rq" else {}),
+                              **({"noise": 1.0, "cutpoints": "sqrt(2) Phi^-1 of each training set's cumulative "
+                                  "class frequencies"} if ordinal else {})},
+                  **({"noise": "held at 1 (the scale of f, the cutpoints and sigma is the kernel's sigma_f)"}
+                     if ordinal else {}),
                   "inputs": "standardised with the training cases' mean and standard deviation",
-                  "prediction": ("p(y = +1) averaged over the latent Gaussian" if binary
+                  "prediction": ("p(y = +1) averaged over the latent Gaussian" if binary else
+                                 "exact class probabilities; the predicted class is the most probable" if ordinal
                                  else "Monte Carlo, 10000 samples, key from --seed")},
         "evaluation": ({"scheme": "kfold", "folds": args.folds, "seed": args.seed} if args.folds else
                        {"scheme": "holdout", "test_fraction": len(splits[0][1]) / n, "seed": args.seed}),
@@ -423,7 +510,8 @@ def run(args, table, names, codes, splits, dtype) -> dict:
         "pooled": {"num_cases": int(tested.sum()),
                    "error_rate": float(gpc.metrics.error_rate(codes[tested], pooled[tested])),
                    "mean_negative_log_probability":
-                       float(gpc.metrics.mean_negative_log_probability(codes[tested], pooled[tested]))},
+                       float(gpc.metrics.mean_negative_log_probability(codes[tested], pooled[tested])),
+                   **(_ordinal_metrics(codes[tested], pooled[tested]) if ordinal else {})},
         "plot": args.plot,
     }
 
@@ -432,9 +520,12 @@ def _fit_and_test(args, method, kernel, likelihood, X, codes, train, test, fold,
     X_train, X_test = gpc.datasets.standardize(X[train], X[test])
     X_train, X_test = jnp.asarray(X_train, dtype), jnp.asarray(X_test, dtype)
     y_train, y_test = codes[train], codes[test]
+    ordinal = isinstance(likelihood, gpc.likelihoods.Ordinal)
+    # Ordinal: the cutpoints fitted with the kernel, the noise held at 1 (see the module notes).
+    options = {"trainable": (True, _ordinal_trainable(likelihood))} if ordinal else {}
     start = time.perf_counter()
     result = jax.block_until_ready(gpc.fit(method, kernel, likelihood, X_train, y_train, throw=False,
-                                           progress=None if args.progress is False else True))
+                                           progress=None if args.progress is False else True, **options))
     fit_time = time.perf_counter() - start
     if likelihood.num_latent > 1:  # the softmax: Monte Carlo class probabilities
         key = jax.random.fold_in(jax.random.key(args.seed), fold)
@@ -448,17 +539,33 @@ def _fit_and_test(args, method, kernel, likelihood, X, codes, train, test, fold,
         "fold": fold + 1 if args.folds else None,  # 1-based, as printed
         "num_train": len(train),
         "num_test": len(test),
-        "hyperparameters": kernel_hyperparameters(result.kernel),
+        "hyperparameters": {**kernel_hyperparameters(result.kernel),
+                            **({"cutpoints": np.asarray(result.likelihood.cutpoints, np.float64).tolist(),
+                                "noise": float(result.likelihood.noise)} if ordinal else {})},
         "log_marginal_likelihood": float(result.objective),
         "fit": {"status": status.name, "message": status.message, "converged": bool(result.converged),
                 "num_steps": int(result.num_steps), "grad_norm": float(result.grad_norm),
                 "history": np.asarray(result.history)[: int(result.num_steps)].tolist()},
         "test": {"error_rate": float(gpc.metrics.error_rate(y_test, p)),
                  "information_bits": float(gpc.metrics.information_bits(y_test, p, y_train)),
-                 "mean_negative_log_probability": float(gpc.metrics.mean_negative_log_probability(y_test, p))},
+                 "mean_negative_log_probability": float(gpc.metrics.mean_negative_log_probability(y_test, p)),
+                 **(_ordinal_metrics(y_test, p) if ordinal else {})},
         "wall_time_s": {"fit": fit_time, "predict": predict_time},
     }
     return record, p
+
+
+def _ordinal_trainable(likelihood):
+    """``gpc.fit``'s ``trainable`` for the Ordinal likelihood: the cutpoints fitted, the noise held."""
+    return eqx.tree_at(lambda lik: lik.noise, jax.tree.map(lambda _: True, likelihood), False)
+
+
+def _ordinal_metrics(y, p) -> dict:
+    """Accuracy and mean absolute rank error |predicted - true| of the most probable class (ranks 0..K-1)."""
+    predicted = np.argmax(np.asarray(p), axis=1)
+    y = np.asarray(y, np.int64)
+    return {"accuracy": float(np.mean(predicted == y)),
+            "mean_absolute_rank_error": float(np.mean(np.abs(predicted - y)))}
 
 
 def _print_run(label, record) -> None:
@@ -466,10 +573,14 @@ def _print_run(label, record) -> None:
     ell = hyper["lengthscale"]
     ell = f"{ell:.4g}" if isinstance(ell, float) else "[" + ", ".join(f"{v:.3g}" for v in ell) + "]"
     alpha = f", alpha = {hyper['alpha']:.4g}" if "alpha" in hyper else ""
-    print(f"{label}fitted: sigma_f = {hyper['sigma_f']:.4g}, lengthscale = {ell}{alpha}; log marginal likelihood "
-          f"{record['log_marginal_likelihood']:.4f} ({fit['num_steps']} L-BFGS steps, stopped: "
+    cuts = ("; cutpoints = [" + ", ".join(f"{b:.4g}" for b in hyper["cutpoints"]) + f"] (noise {hyper['noise']:.4g}, "
+            "held)") if "cutpoints" in hyper else ""
+    print(f"{label}fitted: sigma_f = {hyper['sigma_f']:.4g}, lengthscale = {ell}{alpha}{cuts}; log marginal "
+          f"likelihood {record['log_marginal_likelihood']:.4f} ({fit['num_steps']} L-BFGS steps, stopped: "
           f"{fit['status'].lower().replace('_', ' ')})")
-    print(f"{label}test error: {100 * test['error_rate']:.2f} % ({record['num_test']} cases)  information: "
+    ordinal = (f"  accuracy: {100 * test['accuracy']:.2f} %  mean absolute rank error: "
+               f"{test['mean_absolute_rank_error']:.4f}") if "accuracy" in test else ""
+    print(f"{label}test error: {100 * test['error_rate']:.2f} % ({record['num_test']} cases){ordinal}  information: "
           f"{test['information_bits']:.3f} bits  mean NLP: {test['mean_negative_log_probability']:.4f}  "
           f"(fit {record['wall_time_s']['fit']:.2f} s)")
 

@@ -7,6 +7,29 @@
 It follows ``sklearn.gaussian_process.GaussianProcessClassifier`` (ML-II
 hyperparameters, any label values, ``predict_proba``, one-vs-rest for many
 classes) and checks its inputs with scikit-learn's own validation.
+
+Ordered classes (``likelihood="ordinal"``): one model of all K classes,
+``gpc.likelihoods.Ordinal(K)`` (cumulative probit, Chu & Ghahramani 2005), the
+rank of a class being its index in the sorted ``classes_``::
+
+    clf = GaussianProcessClassifier(method="ep", likelihood="ordinal").fit(X, ratings)  # e.g. 1..5
+    clf.predict_proba(X_test)      # (m, K), columns in the order of classes_
+    clf.predict(X_test)            # the most probable class
+    clf.predict_mean_rank(X_test)  # E[rank], floats in [0, K - 1]
+    clf.likelihood_.cutpoints      # the fitted cutpoints b_1 < ... < b_{K-1}
+
+The model is unchanged when the latent function, the cutpoints and the noise
+sigma are scaled together, so ML-II needs one of them held: the estimator holds
+sigma at 1 (the probit's scale: K = 2 is ``Probit`` with a fitted threshold)
+and fits the kernel, its variance included, with the cutpoints.  This needs
+nothing from the kernel (any kernel expression), and on Chu & Ghahramani's
+data sets it reached the optima that holding the kernel variance at 1 and
+fitting sigma reaches (equal log q and predictions), and converged in the one
+case where that stalled (ML-II running off towards sigma -> 0).  The signal-to-noise ratio is the
+kernel's variance: a kernel whose amplitude is fixed (scikit-learn's ``RBF``
+alone) fixes it too.  ML-II starts from cutpoints where the prior predictive
+N(0, k(x, x) + 1) puts the training cases' cumulative class frequencies
+(``optimize=False`` keeps them there).
 scikit-learn is an optional dependency of gpclass: this module needs it
 (``pip install scikit-learn``, version 1.6 or later), the rest of gpclass does not.
 
@@ -28,7 +51,8 @@ Their error is random, standard deviation at most ``0.5 / sqrt(mc_samples)``.
 
 Compilation.  JAX compiles one program per shape, about a second each, so the
 estimator pads: test points to a few batch sizes (``_padded_size``), and the
-training cases of a binary model (binary, one-vs-rest; Laplace, EP, KL) to a
+training cases of a binary or ordinal model (binary, one-vs-rest, ordinal;
+Laplace, EP, KL) to a
 few sizes (``_training_size``: 12.5 % more cases at most above 32) with copies
 of the first case that ``gpc.infer``'s ``mask`` leaves out, so that training
 sets of nearby sizes, such as cross-validation folds, share one program.  The
@@ -47,6 +71,7 @@ would otherwise ask for 10^7 cases.
 """
 
 import warnings
+from statistics import NormalDist
 
 import equinox as eqx
 import jax
@@ -59,6 +84,7 @@ try:
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process.kernels import CompoundKernel
     from sklearn.utils import check_random_state
+    from sklearn.utils.metaestimators import available_if
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 except ImportError as error:  # pragma: no cover - exercised only without scikit-learn
@@ -76,7 +102,7 @@ from ._predict import predict_latent as _predict_latent
 from ._sklearn_kernels import Translation, is_sklearn_kernel, translate
 from ._status import Status
 from .kernels import AbstractKernel, SquaredExponential
-from .likelihoods import Logistic, Probit, Softmax
+from .likelihoods import Logistic, Ordinal, Probit, Softmax
 
 __all__ = ["EXPECTED_FAILED_CHECKS", "GaussianProcessClassifier"]
 
@@ -91,7 +117,7 @@ EXPECTED_FAILED_CHECKS = {
 }
 
 _METHODS = {"laplace": Laplace, "ep": EP, "kl": KL, "jj": JaakkolaJordan}
-_LIKELIHOODS = {"logistic": Logistic, "probit": Probit}
+_LIKELIHOODS = {"logistic": Logistic, "probit": Probit, "ordinal": Ordinal}
 
 
 class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
@@ -124,10 +150,17 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         method: ``"laplace"``, ``"ep"``, ``"kl"`` or ``"jj"`` (``gpc.Laplace()``,
             ``gpc.EP()``, ``gpc.KL()``, ``gpc.JaakkolaJordan()``: the lower bound,
             logistic only), or one of those objects configured as you like.
-        likelihood: ``"logistic"`` or ``"probit"``.
+        likelihood: ``"logistic"``, ``"probit"`` or ``"ordinal"`` (ordered
+            classes: one ``gpc.likelihoods.Ordinal(K)`` model with the noise
+            held at 1 and the cutpoints fitted with the kernel, see the module
+            notes; methods ``"laplace"``, ``"ep"``, ``"kl"``; ``multi_class``
+            does not apply and must stay at its default).
         ard: with the default kernel, one length scale per feature.
-        optimize: fit the kernel's hyperparameters by ML-II (``gpc.fit``, box-aware
-            L-BFGS); ``False`` keeps the kernel as given (``gpc.infer``).
+        optimize: fit the kernel's hyperparameters (and ordinal cutpoints) by
+            ML-II (``gpc.fit``, box-aware L-BFGS); ``False`` keeps the kernel as
+            given and the cutpoints at their start (``gpc.infer``).  With
+            ``"ordinal"`` a scikit-learn kernel whose hyperparameters are all
+            fixed still has its cutpoints fitted.
         max_steps: the largest number of ML-II steps.
         multi_class: for more than two classes, ``"softmax"`` (one model,
             ``gpc.likelihoods.Softmax(C)``, C latent GPs sharing the kernel;
@@ -145,9 +178,14 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         posterior_: the gpclass posterior (``gpc.GaussianPosterior``,
             ``gpc.SoftmaxPosterior``; one-vs-rest: a tuple of one per class),
             usable with ``gpc.predict`` and ``gpc.predict_latent``.  A binary
-            model's is over the padded training set (see the module notes): its
-            first n cases are the training cases in order, the rest copies of
-            the first with zero weight.
+            or ordinal model's is over the padded training set (see the module
+            notes): its first n cases are the training cases in order, the rest
+            copies of the first with zero weight.
+        likelihood_: the fitted likelihood: for ``"ordinal"`` the
+            ``gpc.likelihoods.Ordinal(K)`` with the fitted cutpoints
+            (``likelihood_.cutpoints``) and the noise (1); otherwise
+            ``Logistic()``, ``Probit()`` or ``Softmax(C)``, which have no
+            parameters.
         kernel_: the fitted kernel, of the kind given: for a scikit-learn
             kernel a copy of it holding the fitted hyperparameters (its
             ``theta`` their logs, fixed ones unchanged; ``get_params``,
@@ -195,14 +233,8 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """Fit the hyperparameters (``optimize=True``) and the posterior to ``(X, y)``."""
-        dtype = self._checked_dtype()
-        method, likelihood = self._checked_method(), self._checked_likelihood()
-        for name in ("max_steps", "mc_samples"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise GPClassError(f"{name} must be a positive integer; got {value!r}.")
-        if self.multi_class not in ("softmax", "one_vs_rest"):
-            raise GPClassError(f"multi_class must be 'softmax' or 'one_vs_rest'; got {self.multi_class!r}.")
+        dtype, method, likelihood = self._checked_settings()
+        ordinal = self._ordinal()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         X, y = _repeat_by_weight(X, y, sample_weight)
@@ -213,7 +245,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__} needs cases of at least 2 classes, but the data contain only one class "
                 f"({self.classes_[0]!r}): ML-II has no finite maximiser there, and the classifier would be constant."
             )
-        softmax = num_classes > 2 and self.multi_class == "softmax"
+        softmax = num_classes > 2 and self.multi_class == "softmax" and not ordinal
         if softmax and not method.multiclass:
             raise GPClassError(
                 f"multi_class='softmax' (for {num_classes} classes) needs method='laplace', the one method for the "
@@ -224,26 +256,30 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
                 "multi_class='softmax' is the multi-class logistic model; for likelihood='probit' with "
                 f"{num_classes} classes use multi_class='one_vs_rest'."
             )
-        if isinstance(method, JaakkolaJordan) and not isinstance(likelihood, Logistic):
-            raise GPClassError("method='jj' (the Jaakkola-Jordan bound) is for likelihood='logistic' only.")
         X = X.astype(dtype)
-        # Binary models are fitted on the cases padded to a few sizes (masked out: exact), so that training sets
-        # of nearby sizes (cross-validation folds) share one compiled program; softmax and JJ take no mask.
+        # Binary and ordinal models are fitted on the cases padded to a few sizes (masked out: exact), so that
+        # training sets of nearby sizes (cross-validation folds) share one compiled program; softmax and JJ take
+        # no mask.
         mask = None
+        start_cutpoints = _start_cutpoints(y_index, num_classes) if ordinal else None
         if not softmax and method.supports_mask:
             X, y_index, mask = _padded_training_data(X, y_index)
         with _precision(dtype):
             kernel = self._initial_kernel(X.shape[1], dtype)
-            if softmax:
+            if ordinal:
+                likelihood = _ordinal_start(kernel, X[: len(y)], start_cutpoints, dtype)
+                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask)]
+            elif softmax:
                 models = [self._fit_one(method, kernel, Softmax(num_classes), X, y_index.astype(dtype), mask)]
             elif num_classes == 2:
                 models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype), mask)]
             else:  # one vs rest: one compiled program serves every class (same shapes)
                 models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype), mask)
                           for c in range(num_classes)]
-        posteriors, kernels, values, statuses = zip(*models)
+        posteriors, kernels, likelihoods, values, statuses = zip(*models)
         single = len(models) == 1
         self.posterior_ = posteriors[0] if single else posteriors
+        self.likelihood_ = likelihoods[0]  # one-vs-rest: the classes' binary likelihoods are alike (no parameters)
         self.gpc_kernel_ = kernels[0] if single else kernels
         if isinstance(kernel, Translation):  # the fitted kernel as a scikit-learn kernel, as scikit-learn gives it
             fitted = [kernel.to_sklearn(k) for k in kernels]
@@ -265,15 +301,24 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         marks the padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the
         ``Translation`` of a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours."""
         options = {}
+        # The likelihood's parameters: Ordinal's cutpoints are fitted, its noise held (see _ordinal_trainable); the
+        # other likelihoods have none.
+        fitted_likelihood = isinstance(likelihood, Ordinal)
+        likelihood_spec = _ordinal_trainable(likelihood) if fitted_likelihood else False
         if isinstance(kernel, Translation):
-            options = dict(trainable=(kernel.trainable, False), bounds=((kernel.lower, 1e-8), (kernel.upper, 1e8)))
-            optimize, kernel = self.optimize and kernel.fits_anything, kernel.kernel  # all fixed: as scikit-learn
+            options = dict(trainable=(kernel.trainable, likelihood_spec),
+                           bounds=((kernel.lower, 1e-8), (kernel.upper, 1e8)))
+            # A kernel with every hyperparameter fixed is not fitted, as in scikit-learn; ordinal cutpoints still are.
+            optimize, kernel = self.optimize and (kernel.fits_anything or fitted_likelihood), kernel.kernel
         else:
             optimize = self.optimize
+            if fitted_likelihood:
+                options = dict(trainable=(True, likelihood_spec))
         if optimize:
             result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask, throw=False,
                           **options)
             posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
+            likelihood = result.likelihood
         else:
             posterior = infer(method, kernel, likelihood, X, y, mask=mask, throw=False)
             value, status = posterior.log_marginal, posterior.info.status
@@ -283,7 +328,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__}.fit: {status.message} Check the kernel's starting values "
                 "(a standardised X helps: Pipeline(StandardScaler(), ...))."
             )
-        return _to_numpy(posterior), _to_numpy(kernel), float(value), status
+        return _to_numpy(posterior), _to_numpy(kernel), _to_numpy(likelihood), float(value), status
 
     def _warn_unless_converged(self, statuses):
         for c, status in enumerate(statuses):
@@ -306,8 +351,13 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         mean, var, _ = self._predictions(X)
         return mean, var
 
+    @available_if(lambda self: not self._ordinal())
     def decision_function(self, X):
-        """The latent mean: (m,) for two classes (positive: ``classes_[1]``), (m, C) for more."""
+        """The latent mean: (m,) for two classes (positive: ``classes_[1]``), (m, C) for more.
+
+        Not available with ``likelihood="ordinal"``, whose one latent function
+        is compared with K - 1 cutpoints: ``predict_latent`` gives its moments.
+        """
         return self.predict_latent(X)[0]
 
     def predict_proba(self, X):
@@ -316,16 +366,25 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         Binary: p(y = classes_[1]) is the likelihood averaged over the latent
         Gaussian (exact for the probit, quadrature for the logistic).
         One-vs-rest: each class's binary probability, normalised.  Softmax: the
-        Monte Carlo average described in the module notes.
+        Monte Carlo average described in the module notes.  Ordinal:
+        p(y = classes_[k]) = Phi(z_{k+1}) - Phi(z_k), z_j = (b_j - mean) /
+        sqrt(1 + var), exact (``gpc.likelihoods.Ordinal.predictive_probability``).
         """
         return self._predictions(X)[2]
 
     def predict(self, X):
-        """The most probable class (binary: the sign of the latent mean, as scikit-learn)."""
+        """The most probable class (binary: the sign of the latent mean, as scikit-learn; ordinal: the class of
+        the largest predictive probability, the mode, as Chu & Ghahramani predict, not the rounded mean rank)."""
         check_is_fitted(self)
-        if len(self.classes_) == 2:
+        if len(self.classes_) == 2 and not isinstance(self.likelihood_, Ordinal):
             return self.classes_[(self.decision_function(X) > 0).astype(int)]
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    @available_if(lambda self: self._ordinal())
+    def predict_mean_rank(self, X):
+        """``likelihood="ordinal"`` only: the predictive mean rank E[rank(y*)] = sum_k k p(y* = classes_[k]),
+        (m,) floats in [0, K - 1], the rank of a class being its index in ``classes_``."""
+        return self.predict_proba(X) @ np.arange(len(self.classes_), dtype=self._fit_dtype)
 
     # ---------------------------------------------------------------- helpers
 
@@ -339,6 +398,8 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
                 parts = [_batched(_binary_predictions, post, X) for post in self.posterior_]
                 mean, var, p = (np.stack([part[i] for part in parts], axis=1) for i in range(3))
                 return mean, var, p / np.sum(p, axis=1, keepdims=True)
+            if isinstance(self.likelihood_, Ordinal):  # one latent function, (m, K) probabilities
+                return _batched(_binary_predictions, self.posterior_, X)
             if len(self.classes_) == 2:
                 mean, var, p = _batched(_binary_predictions, self.posterior_, X)
                 return mean, var, np.stack([1.0 - p, p], axis=1)
@@ -349,6 +410,28 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
                 "point (rounding); use multi_class='one_vs_rest' or a better conditioned kernel."
             )
         return mean, cov, p
+
+    def _checked_settings(self):
+        """(dtype, method, likelihood) from the parameters, checked before the data are looked at."""
+        dtype = self._checked_dtype()
+        method, likelihood = self._checked_method(), self._checked_likelihood()
+        for name in ("max_steps", "mc_samples"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise GPClassError(f"{name} must be a positive integer; got {value!r}.")
+        if self.multi_class not in ("softmax", "one_vs_rest"):
+            raise GPClassError(f"multi_class must be 'softmax' or 'one_vs_rest'; got {self.multi_class!r}.")
+        if self._ordinal() and self.multi_class != "softmax":
+            raise GPClassError(
+                "likelihood='ordinal' fits one model of all the ordered classes (gpc.likelihoods.Ordinal(K)); "
+                f"multi_class={self.multi_class!r} does not apply to it: leave multi_class at its default."
+            )
+        if isinstance(method, JaakkolaJordan) and not isinstance(likelihood, Logistic):
+            raise GPClassError(
+                "method='jj' (the Jaakkola-Jordan bound) is for likelihood='logistic' only"
+                + ("; likelihood='ordinal' takes method='laplace', 'ep' or 'kl'." if self._ordinal() else ".")
+            )
+        return dtype, method, likelihood
 
     def _checked_dtype(self):
         try:
@@ -370,9 +453,13 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         )
 
     def _checked_likelihood(self):
+        """The binary likelihood (``None`` for ``"ordinal"``, whose Ordinal(K) is built at fit from the labels)."""
         if isinstance(self.likelihood, str) and self.likelihood in _LIKELIHOODS:
-            return _LIKELIHOODS[self.likelihood]()
-        raise GPClassError(f"likelihood must be 'logistic' or 'probit'; got {self.likelihood!r}.")
+            return None if self._ordinal() else _LIKELIHOODS[self.likelihood]()
+        raise GPClassError(f"likelihood must be 'logistic', 'probit' or 'ordinal'; got {self.likelihood!r}.")
+
+    def _ordinal(self):
+        return isinstance(self.likelihood, str) and self.likelihood == "ordinal"
 
     def _initial_kernel(self, num_features, dtype):
         """The gpclass kernel to start from, or for a scikit-learn kernel its ``Translation``."""
@@ -400,6 +487,35 @@ def _precision(dtype):
 
 def _binary(positive, dtype):
     return np.where(positive, 1.0, -1.0).astype(dtype)
+
+
+def _start_cutpoints(y_index, num_classes):
+    """The cutpoints' start in units of the prior predictive standard deviation: Phi^-1 of the training cases'
+    cumulative class frequencies c_k = #{rank < k} / n, strictly increasing and finite because every class of
+    ``classes_`` has a case (c_k in [1/n, 1 - 1/n], steps of at least 1/n)."""
+    counts = np.bincount(y_index, minlength=num_classes)
+    return np.array([NormalDist().inv_cdf(c) for c in np.cumsum(counts)[:-1] / counts.sum()])
+
+
+def _ordinal_start(kernel, X, standard_cutpoints, dtype):
+    """``Ordinal(K)`` to start ML-II from: noise sigma = 1 (held there: see ``_ordinal_trainable``) and the
+    cutpoints at the quantiles of the prior predictive N(0, v + 1) of the class frequencies, v the mean prior
+    variance k(x, x) of the training inputs (2 for the default kernel), so that the classes' prior probabilities
+    match their frequencies.  ``kernel`` is a gpclass kernel or a ``Translation``."""
+    kernel = kernel.kernel if isinstance(kernel, Translation) else kernel
+    variance = float(np.mean(np.asarray(kernel.diag(jnp.asarray(X)), np.float64)))
+    scale = np.sqrt(1.0 + variance) if np.isfinite(variance) and variance >= 0 else np.sqrt(2.0)
+    return Ordinal(len(standard_cutpoints) + 1, np.asarray(scale * standard_cutpoints, dtype),
+                   noise=np.asarray(1.0, dtype))
+
+
+def _ordinal_trainable(likelihood):
+    """``gpc.fit``'s ``trainable`` for an Ordinal likelihood: the cutpoints fitted, the noise sigma held at its
+    value.  The model is unchanged when f, the cutpoints and sigma are scaled together, so with a kernel that
+    has a signal variance one of the two must be held; holding sigma = 1 works for every kernel (nothing to
+    find inside a kernel expression), is the probit's scale (K = 2: ``Probit`` with a fitted threshold), and
+    reached the same optima as holding the variance at 1 and fitting sigma on Chu & Ghahramani's data sets."""
+    return eqx.tree_at(lambda lik: lik.noise, jax.tree.map(lambda _: True, likelihood), False)
 
 
 def _to_numpy(tree):
