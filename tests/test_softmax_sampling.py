@@ -52,7 +52,7 @@ def sample(method, kernel_name, key):
 
 
 NUM_CHAINS = 8
-MCMC = gpc.MCMC(num_samples=1500, num_warmup=300, num_chains=NUM_CHAINS)
+MCMC = gpc.MCMC(num_samples=600, num_warmup=200, num_chains=NUM_CHAINS)
 
 
 @pytest.mark.parametrize("kernel_name", ["shared", "per_class"])
@@ -65,13 +65,13 @@ def test_mcmc_matches_quadrature(kernel_name):
     post, (mean, cov), p_mc, p_mf = sample(MCMC, kernel_name, jax.random.key(0))
     assert isinstance(post, gpc.SoftmaxSamplePosterior)
     samples = np.asarray(post.samples)
-    assert samples.shape == (NUM_CHAINS * 1500, 3, 3)
+    assert samples.shape == (NUM_CHAINS * 600, 3, 3)
     chain_means = samples.reshape(NUM_CHAINS, -1, 3, 3).mean(axis=1)
     se = chain_means.std(axis=0, ddof=1) / np.sqrt(NUM_CHAINS)
     true_mean = np.stack([t[1] for t in truth])
     z = (chain_means.mean(axis=0) - true_mean) / se
     print(kernel_name, "max |z|", np.max(np.abs(z)), "max se", se.max())
-    assert np.all(se < 0.05) and np.max(np.abs(z)) <= Z_MAX
+    assert np.all(se < 0.08) and np.max(np.abs(z)) <= Z_MAX
     np.testing.assert_allclose(mean, samples.mean(axis=0), atol=1e-8)  # the mixture mean at the training inputs
     for i, (_, _, true_cov, true_p) in enumerate(truth):
         np.testing.assert_allclose(cov[i], true_cov, atol=0.15)
@@ -89,7 +89,7 @@ def test_mcmc_matches_quadrature(kernel_name):
 def test_ais_matches_quadrature():
     """AIS's log Z of the softmax model within 5 of its standard errors of the quadrature (sum over the three
     independent cases), shared and per-class kernels (measured in the print)."""
-    ais = gpc.AIS(num_temperatures=200, num_runs=256)
+    ais = gpc.AIS(num_temperatures=100, num_runs=256)
     for i, kernel_name in enumerate(["shared", "per_class"]):
         log_z = sum(t[0] for t in quadrature(VARIANCES[kernel_name]))
         post, *_ = sample(ais, kernel_name, jax.random.key(10 + i))
