@@ -42,7 +42,7 @@ def squared_distances(X1: Float[Array, "n d"], X2: Float[Array, "m d"] | None = 
     with eigenvalue -0.055, and EP's log q NaN).  There the distances come from the differences themselves,
     sum_k (a_k - b_k)^2 (O(n m d) elementwise work, exact to rounding of each term), chosen at run time
     (``lax.cond``; under ``vmap`` both are computed).  Derivatives are those of the expansion either way
-    (:func:`_exact_squared_distances`): exact for an isotropic length scale (``divisor`` divides afterwards),
+    (:func:`_pairwise_squared_distances`): exact for an isotropic length scale (``divisor`` divides afterwards),
     while a derivative through ARD-scaled inputs keeps part of the cancellation (measured: 1.9e-3 relative
     in d k / d log l at the example above; the value was wrong by 10 % before).
 
@@ -56,12 +56,30 @@ def squared_distances(X1: Float[Array, "n d"], X2: Float[Array, "m d"] | None = 
         X1, B = X1 / scale, None if B is None else B / scale
     X1, B = lax.optimization_barrier((X1, B))
     B = X1 if B is None else B
-    sq = lax.cond(_expansion_is_inexact(X1, B, divisor), _exact_squared_distances, _expanded_squared_distances,
-                  X1, B)
-    sq = jnp.maximum(sq, 0.0)
+    sq = jnp.maximum(_pairwise_squared_distances(X1, B, divisor), 0.0)
     if X2 is None:
         sq = sq * (1.0 - jnp.eye(sq.shape[0], dtype=sq.dtype))
     return sq
+
+
+@jax.custom_jvp
+def _pairwise_squared_distances(A, B, divisor):
+    """|a_i - b_j|^2 by the expansion, or from the differences where the expansion is inexact
+    (:func:`_expansion_is_inexact`), chosen at run time; ``divisor`` enters only the choice."""
+    return lax.cond(_expansion_is_inexact(A, B, divisor), _exact_squared_distances, _expanded_squared_distances,
+                    A, B)
+
+
+@_pairwise_squared_distances.defjvp
+def _pairwise_squared_distances_jvp(primals, tangents):
+    """The derivative of the expansion, 2 a.da + 2 b.db - 2 (da.b + a.db), by matrix products, whichever way the
+    value was computed: outside the ``lax.cond``, so reverse mode is that of the expansion alone (no n x m x d
+    array, no conditional in the backward pass).  Exact in exact arithmetic; where the distances come from the
+    differences it keeps part of the expansion's cancellation (:func:`squared_distances`)."""
+    (A, B, divisor), (dA, dB, _) = primals, tangents
+    tangent = (2.0 * jnp.sum(A * dA, axis=1)[:, None] + 2.0 * jnp.sum(B * dB, axis=1)[None, :]
+               - 2.0 * (dA @ B.T + A @ dB.T))
+    return _pairwise_squared_distances(A, B, divisor), tangent
 
 
 def _expanded_squared_distances(A, B):
@@ -80,21 +98,10 @@ def _expansion_is_inexact(A, B, divisor=1.0):
     return lax.stop_gradient(level > 4.0 * math.sqrt(eps))
 
 
-@jax.custom_jvp
 def _exact_squared_distances(A, B):
     """sum_k (a_k - b_k)^2 from the differences (no cancellation); the reduction over k is fused with the
     differences, so no n x m x d array is formed."""
     return jnp.sum((A[:, None, :] - B[None, :, :]) ** 2, axis=-1)
-
-
-@_exact_squared_distances.defjvp
-def _exact_squared_distances_jvp(primals, tangents):
-    """The derivative of the expansion, 2 a.da + 2 b.db - 2 (da.b + a.db), by matrix products: linear in the
-    tangents (reverse mode transposes it without an n x m x d array) and exact in exact arithmetic."""
-    (A, B), (dA, dB) = primals, tangents
-    tangent = (2.0 * jnp.sum(A * dA, axis=1)[:, None] + 2.0 * jnp.sum(B * dB, axis=1)[None, :]
-               - 2.0 * (dA @ B.T + A @ dB.T))
-    return _exact_squared_distances(A, B), tangent
 
 
 def centred(X1: Float[Array, "n d"], X2: Float[Array, "m d"] | None = None):
