@@ -264,12 +264,14 @@ def test_a_full_device_raises_the_operating_systems_error():
 
 def test_a_posterior_saved_before_the_redesign_loads_and_predicts_the_same():
     """A Laplace posterior written by gpclass at 9627896 (format 2, before the posterior classes gained their
-    predict methods and lost their Solution twins) loads without a warning and predicts bit for bit what it
-    predicted there (40 crabs cases, tests/data)."""
+    predict methods and lost their Solution twins) loads without a warning and predicts what it predicted there
+    (40 crabs cases, tests/data), to rounding: bit for bit until the squared distances' run-time choice between
+    the expansion and the differences (a conditional XLA compiles apart) moved 13 of the 40 by one unit in the
+    last place."""
     directory = os.path.join(os.path.dirname(__file__), "data")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         post = load(os.path.join(directory, "laplace_posterior_format_2_before_redesign.gpc"))
     saved = np.load(os.path.join(directory, "laplace_posterior_format_2_before_redesign.npz"))
     assert isinstance(post, gpc.GaussianPosterior)
-    np.testing.assert_array_equal(post.predict(saved["X"]), saved["p"])
+    np.testing.assert_allclose(post.predict(saved["X"]), saved["p"], rtol=1e-14, atol=0)
