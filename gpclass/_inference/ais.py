@@ -54,7 +54,8 @@ class AIS(AbstractInference):
     and it saturates at about 1 when one run carries almost all the weight
     (for R = 3, weights (1, 0, 0) give exactly 1): a value near 1 means the
     runs disagree by many nats and the annealing is too short.
-    ``samples`` are the R final states, weighted by ``log_weights``.
+    ``samples`` are the R final states, weighted by ``log_weights``; for ``Softmax(C)`` the (n, C) latents,
+    whitened per class (a ``gpc.SoftmaxSamplePosterior``).
     """
 
     num_temperatures: int = eqx.field(static=True, default=8000)
