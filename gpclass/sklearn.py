@@ -70,6 +70,7 @@ size and 20 000 cases (``MAX_REPEATED_CASES``): a weight of 1e6 on ten cases
 would otherwise ask for 10^7 cases.
 """
 
+import itertools
 import warnings
 from statistics import NormalDist
 
@@ -214,6 +215,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         optimize=True,
         max_steps=100,
         multi_class="softmax",
+        n_restarts_optimizer=0,
         dtype="float64",
         mc_samples=2000,
         random_state=None,
@@ -225,6 +227,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         self.optimize = optimize
         self.max_steps = max_steps
         self.multi_class = multi_class
+        self.n_restarts_optimizer = n_restarts_optimizer
         self.dtype = dtype
         self.mc_samples = mc_samples
         self.random_state = random_state
@@ -259,27 +262,49 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         X = X.astype(dtype)
         # Binary and ordinal models are fitted on the cases padded to a few sizes (masked out: exact), so that
         # training sets of nearby sizes (cross-validation folds) share one compiled program; softmax and JJ take
-        # no mask.
+        # no mask.  One-vs-one pads each pair's cases.
         mask = None
+        one_vs_one = num_classes > 2 and self.multi_class == "one_vs_one"
         start_cutpoints = _start_cutpoints(y_index, num_classes) if ordinal else None
-        if not softmax and method.supports_mask:
+        n = len(y)
+        if not softmax and not one_vs_one and method.supports_mask:
             X, y_index, mask = _padded_training_data(X, y_index)
+        names, pairs = [None], None
         with _precision(dtype):
             kernel = self._initial_kernel(X.shape[1], dtype)
+            starts = self._random_starts(kernel, X.shape[1], dtype)  # [] without restarts
             if ordinal:
-                likelihood = _ordinal_start(kernel, X[: len(y)], start_cutpoints, dtype)
-                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask)]
+                likelihood = _ordinal_start(kernel, X[:n], start_cutpoints, dtype)
+                starts = [(k, _ordinal_start(k, X[:n], start_cutpoints, dtype)) for k in starts]
+                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, starts)]
             elif softmax:
-                models = [self._fit_one(method, kernel, Softmax(num_classes), X, y_index.astype(dtype), mask)]
-            elif num_classes == 2:
-                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype), mask)]
-            else:  # one vs rest: one compiled program serves every class (same shapes)
-                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype), mask)
-                          for c in range(num_classes)]
-        posteriors, kernels, likelihoods, values, statuses = zip(*models)
+                likelihood = Softmax(num_classes)
+                starts = [(k, likelihood) for k in starts]
+                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, starts)]
+            else:
+                starts = [(k, likelihood) for k in starts]
+                if num_classes == 2:
+                    models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype), mask,
+                                            starts)]
+                elif one_vs_one:  # one binary model per pair (i < j) on the pair's cases, classes_[j] positive
+                    pairs = tuple(itertools.combinations(range(num_classes), 2))
+                    names = [f"classes {self.classes_[i]!r} vs {self.classes_[j]!r}" for i, j in pairs]
+                    models = []
+                    for i, j in pairs:
+                        rows = np.flatnonzero((y_index == i) | (y_index == j))
+                        X_pair, y_pair, mask_pair = X[rows], _binary(y_index[rows] == j, dtype), None
+                        if method.supports_mask:
+                            X_pair, y_pair, mask_pair = _padded_training_data(X_pair, y_pair)
+                        models.append(self._fit_one(method, kernel, likelihood, X_pair, y_pair, mask_pair, starts))
+                else:  # one vs rest: one compiled program serves every class (same shapes)
+                    names = [f"class {c!r}" for c in self.classes_]
+                    models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype), mask,
+                                            starts)
+                              for c in range(num_classes)]
+        posteriors, kernels, likelihoods, values, statuses, start_values, start_statuses, best = zip(*models)
         single = len(models) == 1
         self.posterior_ = posteriors[0] if single else posteriors
-        self.likelihood_ = likelihoods[0]  # one-vs-rest: the classes' binary likelihoods are alike (no parameters)
+        self.likelihood_ = likelihoods[0]  # one-vs-rest/one: the binary likelihoods are alike (no parameters)
         self.gpc_kernel_ = kernels[0] if single else kernels
         if isinstance(kernel, Translation):  # the fitted kernel as a scikit-learn kernel, as scikit-learn gives it
             fitted = [kernel.to_sklearn(k) for k in kernels]
@@ -288,18 +313,60 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             self.kernel_ = self.gpc_kernel_
         self.log_marginal_likelihood_value_ = float(np.mean(values))
         self.fit_status_ = statuses[0] if single else statuses
+        self.start_log_marginal_likelihoods_ = start_values[0] if single else np.stack(start_values)
+        self.start_statuses_ = start_statuses[0] if single else start_statuses
+        self.best_start_ = best[0] if single else best
+        self._pairs = pairs
         self._fit_dtype = dtype
-        self._warn_unless_converged(statuses)
+        self._warn_unless_converged(statuses, names, [len(codes) > 1 for codes in start_statuses])
         if softmax:  # common random numbers for the Monte Carlo average (antithetic pairs)
             half = (self.mc_samples + 1) // 2
             rng = check_random_state(self.random_state)
             self._normals = rng.standard_normal((half, num_classes)).astype(dtype)
         return self
 
-    def _fit_one(self, method, kernel, likelihood, X, y, mask):
-        """(posterior, kernel, log marginal likelihood, Status) of one model, as NumPy; ``mask`` (or ``None``)
-        marks the padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the
-        ``Translation`` of a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours."""
+    def _random_starts(self, kernel, num_features, dtype):
+        """The kernels that ``n_restarts_optimizer`` adds to ML-II's start, as gpclass kernels of the structure of
+        the start, drawn from ``random_state``: each fitted hyperparameter log-uniformly within its bounds (a
+        scikit-learn kernel's, in the order and with the draws of scikit-learn's ``theta``), or within
+        scikit-learn's default bounds [1e-5, 1e5] for a gpclass kernel.  None without ML-II or without a fitted
+        kernel hyperparameter."""
+        restarts = int(self.n_restarts_optimizer)
+        if not restarts or not self.optimize:
+            return []
+        rng = check_random_state(self.random_state)
+        if isinstance(kernel, Translation):
+            sk = kernel.sklearn
+            if not kernel.fits_anything:
+                return []
+            bounds = sk.bounds
+            if not np.all(np.isfinite(bounds)):
+                raise GPClassError(
+                    "n_restarts_optimizer > 0 draws starts within the kernel's bounds, which must then be finite; "
+                    f"got log bounds {bounds.tolist()} for {sk!r}."
+                )
+            return [translate(_sklearn_start(sk, rng.uniform(bounds[:, 0], bounds[:, 1])), num_features,
+                              dtype).kernel for _ in range(restarts)]
+        params, static = eqx.partition(kernel, eqx.is_inexact_array)
+        leaves, treedef = jax.tree.flatten(params)
+        if not leaves:
+            return []
+        sizes = [int(np.size(leaf)) for leaf in leaves]
+        low, high = np.log(DEFAULT_START_BOUNDS[0]), np.log(DEFAULT_START_BOUNDS[1])
+        starts = []
+        for _ in range(restarts):
+            values = np.split(np.exp(rng.uniform(low, high, size=sum(sizes))), np.cumsum(sizes)[:-1])
+            new = [jnp.asarray(v.reshape(np.shape(leaf)), dtype) for v, leaf in zip(values, leaves)]
+            starts.append(eqx.combine(jax.tree.unflatten(treedef, new), static))
+        return starts
+
+    def _fit_one(self, method, kernel, likelihood, X, y, mask, starts=()):
+        """(posterior, kernel, likelihood, log marginal likelihood, Status, the starts' log marginal likelihoods,
+        their Statuses, the index of the start kept) of one model, as NumPy; ``mask`` (or ``None``) marks the
+        padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the ``Translation`` of
+        a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours.  ``starts``: further
+        (gpclass kernel, likelihood) starts of ML-II (``n_restarts_optimizer``), fitted with the first in one
+        vmapped ``gpc.fit``; the best converged fit is kept (``_best_start``)."""
         options = {}
         # The likelihood's parameters: Ordinal's cutpoints are fitted, its noise held (see _ordinal_trainable); the
         # other likelihoods have none.
@@ -314,7 +381,19 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             optimize = self.optimize
             if fitted_likelihood:
                 options = dict(trainable=(True, likelihood_spec))
-        if optimize:
+        best = 0
+        if optimize and starts:
+            kernels, likelihoods = zip((kernel, likelihood), *starts)
+            results = _fit_from_starts(method, _stacked(kernels), _stacked(likelihoods), X, y, mask,
+                                       int(self.max_steps), options)
+            start_values = np.asarray(results.objective, np.float64)
+            start_statuses = np.asarray(results.status).astype(int)
+            best = _best_start(start_values, start_statuses)
+            result = jax.tree.map(lambda leaf: leaf[best], results)
+            posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
+            likelihood = result.likelihood
+            start_statuses = tuple(Status(int(code)) for code in start_statuses)
+        elif optimize:
             result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask, throw=False,
                           **options)
             posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
@@ -327,14 +406,20 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             raise FloatingPointError(
                 f"{type(self).__name__}.fit: {status.message} Check the kernel's starting values "
                 "(a standardised X helps: Pipeline(StandardScaler(), ...))."
+                + (" Every start of n_restarts_optimizer failed." if optimize and starts else "")
             )
-        return _to_numpy(posterior), _to_numpy(kernel), _to_numpy(likelihood), float(value), status
+        if not (optimize and starts):
+            start_values, start_statuses = np.array([float(value)]), (status,)
+        return (_to_numpy(posterior), _to_numpy(kernel), _to_numpy(likelihood), float(value), status,
+                start_values, start_statuses, best)
 
-    def _warn_unless_converged(self, statuses):
-        for c, status in enumerate(statuses):
+    def _warn_unless_converged(self, statuses, names, restarted):
+        for status, name, several in zip(statuses, names, restarted):
             if status > Status.AT_BOUND:
-                which = "" if len(statuses) == 1 else f" (the model of class {self.classes_[c]!r})"
+                which = "" if name is None else f" (the model of {name})"
                 what = "ML-II" if self.optimize else "the inner solver"
+                if several:
+                    what += f" (none of its {int(self.n_restarts_optimizer) + 1} starts converged; the best kept)"
                 hint = " Raise max_steps." if self.optimize and status == Status.MAX_STEPS else ""
                 warnings.warn(f"{what}{which} stopped with {status.name}: {status.message}{hint}",
                               ConvergenceWarning, stacklevel=3)
@@ -346,7 +431,9 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
 
         Binary: mean and variance, each (m,).  Softmax: mean (m, C) and
         covariance (m, C, C).  One-vs-rest: the classes' means and variances,
-        each (m, C).
+        each (m, C).  One-vs-one: the pairs' means and variances, each
+        (m, C(C-1)/2), pairs (i, j), i < j, in the order of
+        ``itertools.combinations(range(C), 2)``, positive for ``classes_[j]``.
         """
         mean, var, _ = self._predictions(X)
         return mean, var
@@ -355,9 +442,17 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         """The latent mean: (m,) for two classes (positive: ``classes_[1]``), (m, C) for more.
 
+        One-vs-one: scikit-learn's ``OneVsOneClassifier.decision_function``,
+        (m, C): each class's votes (pair (i, j) votes for ``classes_[j]`` when
+        its latent mean is positive, else for ``classes_[i]``) plus its summed
+        pairwise probabilities mapped into (-1/3, 1/3), which breaks ties
+        without overturning a vote; ``predict`` is its argmax.
         Not available with ``likelihood="ordinal"``, whose one latent function
         is compared with K - 1 cutpoints: ``predict_latent`` gives its moments.
         """
+        if self._one_vs_one():
+            mean, _, p = self._predictions(X)
+            return _one_vs_one_votes(mean > 0, p, len(self.classes_))
         return self.predict_latent(X)[0]
 
     def predict_proba(self, X):
@@ -369,15 +464,29 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         Monte Carlo average described in the module notes.  Ordinal:
         p(y = classes_[k]) = Phi(z_{k+1}) - Phi(z_k), z_j = (b_j - mean) /
         sqrt(1 + var), exact (``gpc.likelihoods.Ordinal.predictive_probability``).
+        One-vs-one (scikit-learn refuses ``predict_proba`` there): the pairs'
+        probabilities r_ij = p(y = i | y in {i, j}) coupled into one
+        distribution by Wu, Lin & Weng's (2004) second method, as libsvm does
+        for ``SVC(probability=True)``: p minimises sum_{i<j} (r_ji p_i -
+        r_ij p_j)^2 subject to sum(p) = 1 (then p >= 0), with each r_ij
+        clipped into [1e-7, 1 - 1e-7] as libsvm does.  Its argmax need not be
+        ``predict``'s class, which is the vote (scikit-learn's rule), as with
+        ``SVC``.
         """
+        if self._one_vs_one():
+            return _pairwise_coupling(self._predictions(X)[2], len(self.classes_))
         return self._predictions(X)[2]
 
     def predict(self, X):
         """The most probable class (binary: the sign of the latent mean, as scikit-learn; ordinal: the class of
-        the largest predictive probability, the mode, as Chu & Ghahramani predict, not the rounded mean rank)."""
+        the largest predictive probability, the mode, as Chu & Ghahramani predict, not the rounded mean rank;
+        one-vs-one: the class with the most votes of the pairs' models, ties broken by their summed
+        probabilities, as scikit-learn's ``OneVsOneClassifier``)."""
         check_is_fitted(self)
         if len(self.classes_) == 2 and not isinstance(self.likelihood_, Ordinal):
             return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        if self._one_vs_one():
+            return self.classes_[np.argmax(self.decision_function(X), axis=1)]
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
     @available_if(lambda self: self._ordinal())
@@ -394,9 +503,11 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64).astype(self._fit_dtype)
         with _precision(self._fit_dtype):
-            if isinstance(self.posterior_, tuple):  # one vs rest: one program serves every class
+            if isinstance(self.posterior_, tuple):  # one vs rest (one program serves every class), one vs one
                 parts = [_batched(_binary_predictions, post, X) for post in self.posterior_]
                 mean, var, p = (np.stack([part[i] for part in parts], axis=1) for i in range(3))
+                if self._one_vs_one():  # the pairs' own p(y = classes_[j] | y in {classes_[i], classes_[j]})
+                    return mean, var, p
                 return mean, var, p / np.sum(p, axis=1, keepdims=True)
             if isinstance(self.likelihood_, Ordinal):  # one latent function, (m, K) probabilities
                 return _batched(_binary_predictions, self.posterior_, X)
@@ -419,8 +530,13 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise GPClassError(f"{name} must be a positive integer; got {value!r}.")
-        if self.multi_class not in ("softmax", "one_vs_rest"):
-            raise GPClassError(f"multi_class must be 'softmax' or 'one_vs_rest'; got {self.multi_class!r}.")
+        restarts = self.n_restarts_optimizer
+        if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
+            raise GPClassError(f"n_restarts_optimizer must be a non-negative integer; got {restarts!r}.")
+        if self.multi_class not in ("softmax", "one_vs_rest", "one_vs_one"):
+            raise GPClassError(
+                f"multi_class must be 'softmax', 'one_vs_rest' or 'one_vs_one'; got {self.multi_class!r}."
+            )
         if self._ordinal() and self.multi_class != "softmax":
             raise GPClassError(
                 "likelihood='ordinal' fits one model of all the ordered classes (gpc.likelihoods.Ordinal(K)); "
@@ -458,6 +574,10 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             return None if self._ordinal() else _LIKELIHOODS[self.likelihood]()
         raise GPClassError(f"likelihood must be 'logistic', 'probit' or 'ordinal'; got {self.likelihood!r}.")
 
+    def _one_vs_one(self):
+        """Fitted with one model per pair of classes."""
+        return getattr(self, "_pairs", None) is not None
+
     def _ordinal(self):
         return isinstance(self.likelihood, str) and self.likelihood == "ordinal"
 
@@ -487,6 +607,57 @@ def _precision(dtype):
 
 def _binary(positive, dtype):
     return np.where(positive, 1.0, -1.0).astype(dtype)
+
+
+# Where n_restarts_optimizer draws the starts of a gpclass kernel's hyperparameters (log-uniformly): scikit-learn's
+# default hyperparameter bounds.  The fit itself keeps gpc.fit's box [1e-8, 1e8].
+DEFAULT_START_BOUNDS = (1e-5, 1e5)
+
+
+def _sklearn_start(kernel, theta):
+    """A copy of scikit-learn ``kernel`` with log hyperparameters ``theta`` (in the order of ``kernel.theta``),
+    each value clipped into its bounds (exp(log b) may round past b, and translate checks the start)."""
+    from sklearn.base import clone
+
+    values, i = {}, 0
+    for hyperparameter in kernel.hyperparameters:
+        if hyperparameter.fixed:
+            continue
+        size = hyperparameter.n_elements
+        bounds = np.asarray(hyperparameter.bounds, np.float64).reshape(-1, 2)
+        value = np.clip(np.exp(theta[i : i + size]), bounds[:, 0], bounds[:, 1])
+        scalar = np.ndim(kernel.get_params()[hyperparameter.name]) == 0
+        values[hyperparameter.name] = float(value[0]) if scalar else value
+        i += size
+    return clone(kernel).set_params(**values)
+
+
+def _stacked(trees):
+    """Pytrees of one structure stacked along a new first axis of every array leaf (``gpc.fit`` under vmap)."""
+    return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
+
+
+@filter_jit
+def _fit_from_starts(method, kernels, likelihoods, X, y, mask, max_steps, options):
+    """``gpc.fit`` from each start (the leading axis of ``kernels`` and ``likelihoods``) in one vmapped call on
+    the same data; ``throw=False``: each fit's status is in the result."""
+    def one(kernel, likelihood):
+        return _fit(method, kernel, likelihood, X, y, max_steps=max_steps, mask=mask, throw=False, **options)
+
+    return eqx.filter_vmap(one)(kernels, likelihoods)
+
+
+def _best_start(values, statuses):
+    """The start to keep: the largest log marginal likelihood among the converged fits (CONVERGED or AT_BOUND);
+    if none converged, the largest finite one that did not fail (fit then warns with its status); failing that,
+    the first
+    (whose FAILED status fit reports).  Ties go to the earliest start, the given kernel first."""
+    finite = np.isfinite(values)
+    pool = finite & (statuses <= Status.AT_BOUND)
+    pool = pool if pool.any() else finite & (statuses != Status.FAILED)
+    if not pool.any():
+        return 0
+    return int(np.argmax(np.where(pool, values, -np.inf)))
 
 
 def _start_cutpoints(y_index, num_classes):
@@ -605,6 +776,45 @@ def _repeat_by_weight(X, y, sample_weight):
 
 # The most cases whole-number weights may expand a training set to (see _repeat_by_weight).
 MAX_REPEATED_CASES = 20_000
+
+
+def _one_vs_one_votes(positive, p, num_classes):
+    """scikit-learn's one-vs-one decision function (``sklearn.utils.multiclass._ovr_decision_function``): votes
+    plus the summed confidences x mapped by x / (3 (|x| + 1)) into (-1/3, 1/3).  ``positive`` and ``p`` are
+    (m, P): pair (i, j)'s vote for j and its p(y = j), pairs in the order of ``itertools.combinations``."""
+    votes = np.zeros((len(p), num_classes))
+    confidence = np.zeros((len(p), num_classes))
+    for k, (i, j) in enumerate(itertools.combinations(range(num_classes), 2)):
+        confidence[:, i] -= p[:, k]
+        confidence[:, j] += p[:, k]
+        votes[:, i] += ~positive[:, k]
+        votes[:, j] += positive[:, k]
+    return votes + confidence / (3 * (np.abs(confidence) + 1))
+
+
+_COUPLING_CLIP = 1e-7  # libsvm's min_prob: pairwise probabilities are kept in [1e-7, 1 - 1e-7]
+
+
+def _pairwise_coupling(p, num_classes):
+    """Class probabilities (m, C) from the pairs' p(y = j | y in {i, j}) (m, P) by Wu, Lin & Weng (2004),
+    method 2: p minimises sum_{i<j} (r_ji p_i - r_ij p_j)^2 with sum(p) = 1, r_ij = p(y = i | y in {i, j}).
+    Q_ii = sum_{s != i} r_si^2, Q_ij = -r_ji r_ij; the KKT system [[Q, 1], [1^T, 0]] [p; b] = [0; 1] is
+    nonsingular for r in (0, 1) and its solution is non-negative (their Theorem 2); rounding below 0 is cut."""
+    m = len(p)
+    r = np.zeros((m, num_classes, num_classes))
+    for k, (i, j) in enumerate(itertools.combinations(range(num_classes), 2)):
+        r_ji = np.clip(p[:, k], _COUPLING_CLIP, 1 - _COUPLING_CLIP)
+        r[:, j, i], r[:, i, j] = r_ji, 1 - r_ji
+    Q = -r.transpose(0, 2, 1) * r  # Q_ij = -r_ji r_ij
+    index = np.arange(num_classes)
+    Q[:, index, index] = np.sum(r**2, axis=1)  # sum_s r_si^2 (r_ii = 0)
+    system = np.zeros((m, num_classes + 1, num_classes + 1))
+    system[:, :num_classes, :num_classes] = Q
+    system[:, :num_classes, num_classes] = system[:, num_classes, :num_classes] = 1.0
+    rhs = np.zeros((m, num_classes + 1, 1))
+    rhs[:, num_classes] = 1.0
+    probabilities = np.maximum(np.linalg.solve(system, rhs)[:, :num_classes, 0], 0.0)
+    return probabilities / np.sum(probabilities, axis=1, keepdims=True)
 
 
 @filter_jit
