@@ -5,8 +5,9 @@
     clf.predict_proba(X_test), clf.score(X_test, y_test)
 
 It follows ``sklearn.gaussian_process.GaussianProcessClassifier`` (ML-II
-hyperparameters, any label values, ``predict_proba``, one-vs-rest for many
-classes) and checks its inputs with scikit-learn's own validation.
+hyperparameters, any label values, ``predict_proba``, one-vs-rest and
+one-vs-one for many classes, ``n_restarts_optimizer``) and checks its inputs
+with scikit-learn's own validation.
 
 Ordered classes (``likelihood="ordinal"``): one model of all K classes,
 ``gpc.likelihoods.Ordinal(K)`` (cumulative probit, Chu & Ghahramani 2005), the
@@ -51,14 +52,51 @@ Their error is random, standard deviation at most ``0.5 / sqrt(mc_samples)``.
 
 Compilation.  JAX compiles one program per shape, about a second each, so the
 estimator pads: test points to a few batch sizes (``_padded_size``), and the
-training cases of a binary or ordinal model (binary, one-vs-rest, ordinal;
-Laplace, EP, KL) to a
+training cases of a binary or ordinal model (binary, one-vs-rest, one-vs-one,
+ordinal; Laplace, EP, KL) to a
 few sizes (``_training_size``: 12.5 % more cases at most above 32) with copies
 of the first case that ``gpc.infer``'s ``mask`` leaves out, so that training
 sets of nearby sizes, such as cross-validation folds, share one program.  The
 results are those of the unpadded data to rounding.  The softmax likelihood
 and ``method="jj"`` take no mask: they are fitted unpadded, one program per
 training-set size.
+
+One-vs-one (``multi_class="one_vs_one"``) fits a binary model to the cases of
+each pair of classes (i, j), i < j, with ``classes_[j]`` the positive class,
+as scikit-learn's ``OneVsOneClassifier`` does.  ``predict`` and
+``decision_function`` are scikit-learn's: pair (i, j) votes for j when its
+latent mean is positive, and the votes plus the classes' summed pairwise
+probabilities mapped into (-1/3, 1/3) (ties broken, no vote overturned) give
+the (m, C) decision function whose argmax is the class.  scikit-learn refuses
+``predict_proba`` for one-vs-one; here the pairs' probabilities r_ij =
+p(y = i | y in {i, j}, x) are coupled into one distribution by Wu, Lin &
+Weng's (2004) second method, as libsvm does for ``SVC(probability=True)``:
+p minimises sum_{i<j} (r_ji p_i - r_ij p_j)^2 subject to sum(p) = 1 (a linear
+system; the solution is non-negative), r clipped into [1e-7, 1 - 1e-7].  It
+recovers p exactly when the r_ij are those of one distribution
+(r_ij = p_i / (p_i + p_j)).  As with ``SVC``, the argmax of ``predict_proba``
+is not always ``predict``'s class.
+
+Restarts (``n_restarts_optimizer=k``) follow scikit-learn's documentation:
+each further start draws every fitted hyperparameter log-uniformly within its
+bounds, for a scikit-learn kernel with the very draws scikit-learn's
+``theta`` takes (``rng.uniform(log lower, log upper)`` per restart, in
+``theta``'s order, ``rng = check_random_state(random_state)``), for a gpclass
+kernel within scikit-learn's default bounds [1e-5, 1e5] (``gpc.fit``'s box,
+[1e-8, 1e8], would start length scales of 1e-8).  (scikit-learn 1.9's
+``GaussianProcessClassifier`` code applies a further ``exp`` to that draw
+before using it as theta, so its restarts start elsewhere than its
+documentation says; its ``GaussianProcessRegressor`` does not.)  The k + 1
+starts are fitted together, one ``jax.vmap``-ed ``gpc.fit`` with
+``throw=False``, and the kept fit is the one with the largest log marginal
+likelihood among those whose status is CONVERGED or AT_BOUND (ties to the
+earliest start); if none converged, the largest finite one that did not fail,
+with a ``ConvergenceWarning`` naming its status; if every start failed, the
+``FloatingPointError`` of a failed fit.  Every model of one-vs-rest and
+one-vs-one starts from the same draws (as scikit-learn's with an integer
+``random_state``).  Ordinal cutpoints start, for each drawn kernel, at the
+class frequencies' quantiles of its prior predictive (see above).  k = 0 is the
+single fit, unchanged.
 
 Sample weights are whole numbers, meaning repeated cases: a weight k >= 0 fits
 the model to k copies of the case (0 leaves it out).  This is exact for every
@@ -165,12 +203,27 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         max_steps: the largest number of ML-II steps.
         multi_class: for more than two classes, ``"softmax"`` (one model,
             ``gpc.likelihoods.Softmax(C)``, C latent GPs sharing the kernel;
-            Laplace and the logistic only) or ``"one_vs_rest"`` (one binary model
+            Laplace and the logistic only), ``"one_vs_rest"`` (one binary model
             per class, each with its own hyperparameters; probabilities
-            normalised to sum to one, as scikit-learn does).
+            normalised to sum to one, as scikit-learn does) or ``"one_vs_one"``
+            (one binary model per pair of classes, fitted to that pair's cases,
+            each with its own hyperparameters; ``predict`` is scikit-learn's
+            vote, ``predict_proba`` couples the pairs' probabilities; see the
+            module notes).  Two classes: one binary model whatever the value.
+        n_restarts_optimizer: the number of further starts of ML-II, as in
+            scikit-learn: each fitted kernel hyperparameter drawn log-uniformly
+            within its bounds (a scikit-learn kernel's ``*_bounds``, which must
+            be finite; for a gpclass kernel, or ``None``, scikit-learn's default
+            bounds [1e-5, 1e5]), from ``random_state``.  The given start and
+            these are fitted in one ``jax.vmap``-ed ``gpc.fit`` (scikit-learn
+            fits them one after another), and the fit with the largest log
+            marginal likelihood among those that converged is kept (see the
+            module notes).  0 (the default): the given start alone.  Ignored
+            with ``optimize=False`` or a kernel without a fitted hyperparameter.
         dtype: ``"float64"`` or ``"float32"``: the precision of every computation.
         mc_samples: Monte Carlo draws for softmax probabilities (see the module notes).
-        random_state: seeds those draws (an int, a ``numpy.random.RandomState`` or
+        random_state: seeds those draws and the starts of
+            ``n_restarts_optimizer`` (an int, a ``numpy.random.RandomState`` or
             ``None``); nothing else is random.
 
     Fitted attributes:
@@ -203,6 +256,31 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         fit_status_: a ``gpc.Status``: why ML-II stopped (``optimize=True``) or
             why the inner solver stopped (one-vs-rest: a tuple, one per class).
             Anything but CONVERGED or AT_BOUND also gives a ``ConvergenceWarning``.
+        start_log_marginal_likelihoods_, start_statuses_, best_start_: per
+            start of ML-II (the given one first, then the
+            ``n_restarts_optimizer`` drawn ones), the log marginal likelihood
+            where its fit ended and its ``gpc.Status``, and the index of the
+            start kept: arrays (S,), a tuple of S statuses and an int; with
+            several models (one-vs-rest, one-vs-one) an (M, S) array and
+            tuples of one per model.  A single start: ``[log_marginal_likelihood_value_]``,
+            ``(fit_status_,)``, 0.
+
+    With several models (one-vs-rest, one-vs-one), ``posterior_``,
+    ``gpc_kernel_``, ``fit_status_`` and (for a gpclass kernel) ``kernel_`` are
+    tuples, one per class or per pair (i, j), i < j, in the order of
+    ``itertools.combinations(range(C), 2)`` (positive class ``classes_[j]``), and
+    ``log_marginal_likelihood_value_`` is the mean over the models, as
+    scikit-learn reports it.
+
+    Example::
+
+        from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+        kernel = ConstantKernel(1.0, (1e-2, 1e3)) * RBF(1.0, (1e-2, 1e2))
+        clf = GaussianProcessClassifier(kernel, n_restarts_optimizer=8, random_state=0).fit(X, y)
+        clf.start_log_marginal_likelihoods_, clf.best_start_   # every start's log q, the one kept
+        clf = GaussianProcessClassifier(multi_class="one_vs_one").fit(X, labels)   # C(C-1)/2 pair models
+        clf.predict(X_test)         # the pairs' votes, as scikit-learn's one-vs-one
+        clf.predict_proba(X_test)   # the pairs' probabilities coupled (Wu, Lin & Weng 2004)
     """
 
     def __init__(
@@ -474,7 +552,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         ``SVC``.
         """
         if self._one_vs_one():
-            return _pairwise_coupling(self._predictions(X)[2], len(self.classes_))
+            return _pairwise_coupling(self._predictions(X)[2], len(self.classes_)).astype(self._fit_dtype)
         return self._predictions(X)[2]
 
     def predict(self, X):
