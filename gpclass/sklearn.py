@@ -463,7 +463,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         if optimize and starts:
             kernels, likelihoods = zip((kernel, likelihood), *starts)
             results = _fit_from_starts(method, _stacked(kernels), _stacked(likelihoods), X, y, mask,
-                                       int(self.max_steps), options)
+                                       int(self.max_steps), options, _vectorise_starts())
             start_values = np.asarray(results.objective, np.float64)
             start_statuses = np.asarray(results.status).astype(int)
             best = _best_start(start_values, start_statuses)
@@ -715,14 +715,30 @@ def _stacked(trees):
     return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
 
 
+# How _fit_from_starts runs the starts: None chooses, as gpc.sharded_vmap does on one device, one start at a time
+# (lax.map) on a CPU and jax.vmap elsewhere; True or False forces vmap or lax.map (benchmarks/restarts.py).
+VECTORISE_STARTS = None
+
+
+def _vectorise_starts():
+    if VECTORISE_STARTS is not None:
+        return bool(VECTORISE_STARTS)
+    return jax.default_backend() != "cpu"
+
+
 @filter_jit
-def _fit_from_starts(method, kernels, likelihoods, X, y, mask, max_steps, options):
-    """``gpc.fit`` from each start (the leading axis of ``kernels`` and ``likelihoods``) in one vmapped call on
-    the same data; ``throw=False``: each fit's status is in the result."""
+def _fit_from_starts(method, kernels, likelihoods, X, y, mask, max_steps, options, vectorise):
+    """``gpc.fit`` from each start (the leading axis of ``kernels`` and ``likelihoods``) on the same data, in one
+    compiled program: ``jax.vmap`` over the starts (``vectorise``) or ``lax.map``, one start after another
+    inside the program (on a CPU a vectorised while loop runs every start until the slowest stops, and batched
+    factorisations are slower: measured in benchmarks/README.md).  ``throw=False``: each fit's status is in the
+    result."""
     def one(kernel, likelihood):
         return _fit(method, kernel, likelihood, X, y, max_steps=max_steps, mask=mask, throw=False, **options)
 
-    return eqx.filter_vmap(one)(kernels, likelihoods)
+    if vectorise:
+        return eqx.filter_vmap(one)(kernels, likelihoods)
+    return lax.map(lambda start: one(*start), (kernels, likelihoods))
 
 
 def _best_start(values, statuses):

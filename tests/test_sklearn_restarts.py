@@ -1,8 +1,9 @@
-"""GaussianProcessClassifier(n_restarts_optimizer=k, random_state=s): the k + 1 starts fitted in one vmapped
-gpc.fit against a Python loop of gpc.fit from the same starts (drawn as scikit-learn draws them: theta uniform in
-the kernel's log bounds), the best converged kept; reproducibility; k = 0 is the single fit.
+"""GaussianProcessClassifier(n_restarts_optimizer=k, random_state=s): the k + 1 starts fitted in one call
+(lax.map on a CPU, jax.vmap elsewhere) against a Python loop of gpc.fit from the same starts (drawn as
+scikit-learn draws them: theta uniform in the kernel's log bounds), the best converged kept; reproducibility;
+k = 0 is the single fit.
 
-40 cases of a 1-D problem with two optima of ML-II (padded to 40 by the estimator: 36 < 40 <= 40); one vmapped
+40 cases of a 1-D problem with two optima of ML-II (padded to 40 by the estimator: 36 < 40 <= 40); one compiled
 program (3 starts) serves every test.
 """
 
@@ -12,6 +13,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 from sklearn.utils import check_random_state
 
 import gpclass as gpc
+import gpclass.sklearn
 from gpclass.sklearn import DEFAULT_START_BOUNDS, GaussianProcessClassifier, _best_start
 
 Status = gpc.Status
@@ -27,14 +29,14 @@ def data():
     return X, y
 
 
-RESTARTS = 2  # every test: one vmapped program (3 starts, 40 cases, this kernel) serves the file
+RESTARTS = 2  # every test: one compiled program (3 starts, 40 cases, this kernel) serves the file
 
 
 def _kernel():
     return ConstantKernel(1.0, (1e-2, 1e3)) * RBF(30.0, (1e-2, 1e2))
 
 
-def test_restarts_against_loop_of_fits(data):
+def test_restarts_against_loop_of_fits(data, monkeypatch):
     """The start objectives and statuses are those of gpc.fit run from each start alone (the first the kernel
     given, the others exp of scikit-learn's draw rng.uniform(log lower, log upper) per restart, in theta's
     order, from check_random_state(random_state)); the kept start is the argmax over the converged loop fits;
@@ -66,6 +68,13 @@ def test_restarts_against_loop_of_fits(data):
     assert clf.log_marginal_likelihood_value_ > single.log_marginal_likelihood_value_ + 1 and clf.best_start_ > 0
     # The single start alone is today's fit: start 0 of the loop.
     np.testing.assert_allclose(single.log_marginal_likelihood_value_, values[0], rtol=1e-10)
+    # The starts vectorised by jax.vmap (the default off a CPU; on a CPU they run one after another in the same
+    # compiled program) give the same fits.
+    monkeypatch.setattr(gpclass.sklearn, "VECTORISE_STARTS", True)
+    vmapped = GaussianProcessClassifier(_kernel(), n_restarts_optimizer=restarts, random_state=3).fit(X, y)
+    np.testing.assert_allclose(vmapped.start_log_marginal_likelihoods_, values, rtol=1e-8)
+    np.testing.assert_array_equal(np.array(vmapped.start_statuses_, int), statuses)
+    assert vmapped.best_start_ == clf.best_start_
 
 
 def test_reproducible_and_zero_restarts(data):
