@@ -79,23 +79,28 @@ is not always ``predict``'s class.
 
 Restarts (``n_restarts_optimizer=k``) follow scikit-learn's documentation:
 each further start draws every fitted hyperparameter log-uniformly within its
-bounds, for a scikit-learn kernel with the very draws scikit-learn's
-``theta`` takes (``rng.uniform(log lower, log upper)`` per restart, in
-``theta``'s order, ``rng = check_random_state(random_state)``), for a gpclass
-kernel within scikit-learn's default bounds [1e-5, 1e5] (``gpc.fit``'s box,
-[1e-8, 1e8], would start length scales of 1e-8).  (scikit-learn 1.9's
+bounds, for a scikit-learn kernel with the very draws scikit-learn's ``theta``
+takes (``rng.uniform(log lower, log upper)`` per restart, in ``theta``'s
+order, ``rng = check_random_state(random_state)``), for a gpclass kernel
+within scikit-learn's default bounds [1e-5, 1e5] (``gpc.fit``'s box, [1e-8,
+1e8], would start length scales of 1e-8). (scikit-learn 1.9's
 ``GaussianProcessClassifier`` code applies a further ``exp`` to that draw
 before using it as theta, so its restarts start elsewhere than its
-documentation says; its ``GaussianProcessRegressor`` does not.)  The k + 1
-starts are fitted together, one ``jax.vmap``-ed ``gpc.fit`` with
-``throw=False``, and the kept fit is the one with the largest log marginal
-likelihood among those whose status is CONVERGED or AT_BOUND (ties to the
-earliest start); if none converged, the largest finite one that did not fail,
-with a ``ConvergenceWarning`` naming its status; if every start failed, the
-``FloatingPointError`` of a failed fit.  Every model of one-vs-rest and
-one-vs-one starts from the same draws (as scikit-learn's with an integer
-``random_state``).  Ordinal cutpoints start, for each drawn kernel, at the
-class frequencies' quantiles of its prior predictive (see above).  k = 0 is the
+documentation says; its ``GaussianProcessRegressor`` does not.) The k + 1
+starts are fitted together, ``gpc.fit`` (``throw=False``) over the stacked
+starts in one compiled call: ``jax.vmap`` over them off a CPU, and on a CPU
+``lax.map``, one start after another inside the program, as
+``gpc.sharded_vmap`` does there (a vectorised while loop runs every start
+until the slowest stops, and batched factorisations are slower on a CPU:
+``benchmarks/restarts.py``); ``VECTORISE_STARTS = True`` forces ``vmap``. The
+kept fit is the one with the largest log marginal likelihood among those whose
+status is CONVERGED or AT_BOUND (ties to the earliest start); if none
+converged, the largest finite one that did not fail, with a
+``ConvergenceWarning`` naming its status; if every start failed, the
+``FloatingPointError`` of a failed fit. Every model of one-vs-rest and one-vs-
+one starts from the same draws (as scikit-learn's with an integer
+``random_state``). Ordinal cutpoints start, for each drawn kernel, at the
+class frequencies' quantiles of its prior predictive (see above). k = 0 is the
 single fit, unchanged.
 
 Sample weights are whole numbers, meaning repeated cases: a weight k >= 0 fits
@@ -215,8 +220,8 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             within its bounds (a scikit-learn kernel's ``*_bounds``, which must
             be finite; for a gpclass kernel, or ``None``, scikit-learn's default
             bounds [1e-5, 1e5]), from ``random_state``.  The given start and
-            these are fitted in one ``jax.vmap``-ed ``gpc.fit`` (scikit-learn
-            fits them one after another), and the fit with the largest log
+            these are fitted in one compiled call (``jax.vmap`` over the starts;
+            on a CPU ``lax.map``: see the module notes), and the fit with the largest log
             marginal likelihood among those that converged is kept (see the
             module notes).  0 (the default): the given start alone.  Ignored
             with ``optimize=False`` or a kernel without a fitted hyperparameter.
@@ -444,7 +449,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the ``Translation`` of
         a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours.  ``starts``: further
         (gpclass kernel, likelihood) starts of ML-II (``n_restarts_optimizer``), fitted with the first in one
-        vmapped ``gpc.fit``; the best converged fit is kept (``_best_start``)."""
+        compiled call (``_fit_from_starts``); the best converged fit is kept (``_best_start``)."""
         options = {}
         # The likelihood's parameters: Ordinal's cutpoints are fitted, its noise held (see _ordinal_trainable); the
         # other likelihoods have none.
