@@ -1,4 +1,4 @@
-"""ML-II restarts: the estimator's starts in one compiled call (lax.map or jax.vmap) against a Python loop.
+"""ML-II restarts: the estimator's starts in one vmapped gpc.fit against the same starts one after another.
 
     python benchmarks/restarts.py                       # 1 + 8 starts; 60 and 200 Ionosphere cases
     python benchmarks/restarts.py --restarts 16 --sizes 100
@@ -6,9 +6,9 @@
 For each size n: standardised Ionosphere cases (seed 0), scikit-learn's kernel ConstantKernel(1, (1e-2, 1e3))
 * RBF(sqrt(d), (1e-2, 1e2)).  Timed (compilation apart: each is run once first, then the median of 3 runs):
 ``GaussianProcessClassifier(kernel, n_restarts_optimizer=k, random_state=0).fit`` (Laplace, logistic: all
-k + 1 starts in one compiled program, one start after another by lax.map, the default on a CPU, and vectorised by
-jax.vmap, ``gpclass.sklearn.VECTORISE_STARTS = True``); a Python loop of single-start fits from the same
-k + 1 starts (the estimator's single-start program, one fit at a time);
+k + 1 starts in one jax.vmap-ed gpc.fit, ``gpclass.sklearn.VECTORISE_STARTS = True``, the default off a CPU;
+and one after another, ``False``, the default on a CPU); a Python loop of single-start estimators from the same
+k + 1 starts (the same single-start program, one fit at a time, plus the estimator's overhead per fit);
 scikit-learn's ``GaussianProcessClassifier(kernel,
 n_restarts_optimizer=k, random_state=0)`` (its own serial loop; its starts differ, see gpclass.sklearn's notes).
 Reported: the times and the best log q of each.
@@ -61,7 +61,7 @@ def main():
             gpclass.sklearn.VECTORISE_STARTS = vectorise
             return GaussianProcessClassifier(kernel(), n_restarts_optimizer=args.restarts, random_state=0).fit(X, y)
 
-        mapped_time, clf = timed(lambda: restarted(False))
+        serial_time, clf = timed(lambda: restarted(False))
         vmapped_time, clf_vmap = timed(lambda: restarted(True))
         gpclass.sklearn.VECTORISE_STARTS = None
         rng = np.random.RandomState(0)
@@ -78,14 +78,14 @@ def main():
         loop_time, loop_values = timed(loop)
         sklearn_time, sk = timed(lambda: SklearnGPC(kernel(), n_restarts_optimizer=args.restarts,
                                                     random_state=0).fit(X, y), repeats=1)
-        row = dict(n=n, starts=args.restarts + 1, mapped=mapped_time, vmapped=vmapped_time, loop=loop_time,
+        row = dict(n=n, starts=args.restarts + 1, serial=serial_time, vmapped=vmapped_time, loop=loop_time,
                    sklearn=sklearn_time,
-                   mapped_best=clf.log_marginal_likelihood_value_,
+                   serial_best=clf.log_marginal_likelihood_value_,
                    vmapped_best=clf_vmap.log_marginal_likelihood_value_, loop_best=float(np.max(loop_values)),
                    sklearn_best=float(sk.log_marginal_likelihood_value_),
                    start_values=clf.start_log_marginal_likelihoods_.tolist(), loop_values=loop_values)
-        print(f"n={n}: lax.map {mapped_time:.2f} s, vmap {vmapped_time:.2f} s, loop {loop_time:.2f} s, "
-              f"scikit-learn {sklearn_time:.2f} s; best log q {row['mapped_best']:.6f} / {row['vmapped_best']:.6f} / "
+        print(f"n={n}: one after another {serial_time:.2f} s, vmap {vmapped_time:.2f} s, loop {loop_time:.2f} s, "
+              f"scikit-learn {sklearn_time:.2f} s; best log q {row['serial_best']:.6f} / {row['vmapped_best']:.6f} / "
               f"{row['loop_best']:.6f} / {row['sklearn_best']:.6f}",
               flush=True)
         results.append(row)

@@ -87,18 +87,19 @@ within scikit-learn's default bounds [1e-5, 1e5] (``gpc.fit``'s box, [1e-8,
 ``GaussianProcessClassifier`` code applies a further ``exp`` to that draw
 before using it as theta, so its restarts start elsewhere than its
 documentation says; its ``GaussianProcessRegressor`` does not.) The k + 1
-starts are fitted together, ``gpc.fit`` (``throw=False``) over the stacked
-starts in one compiled call: ``jax.vmap`` over them off a CPU, and on a CPU
-``lax.map``, one start after another inside the program, as
-``gpc.sharded_vmap`` does there (a vectorised while loop runs every start
-until the slowest stops, and batched factorisations are slower on a CPU:
-``benchmarks/restarts.py``); ``VECTORISE_STARTS = True`` forces ``vmap``. The
-kept fit is the one with the largest log marginal likelihood among those whose
-status is CONVERGED or AT_BOUND (ties to the earliest start); if none
-converged, the largest finite one that did not fail, with a
-``ConvergenceWarning`` naming its status; if every start failed, the
-``FloatingPointError`` of a failed fit. Every model of one-vs-rest and one-vs-
-one starts from the same draws (as scikit-learn's with an integer
+starts are fitted by ``gpc.fit`` (``throw=False``) over the stacked starts in
+one ``jax.vmap``-ed call off a CPU; on a CPU, where that measured slower than
+fitting the starts one after another (a vectorised while loop runs every start
+until the slowest stops, and batched factorisations are slower there:
+``benchmarks/restarts.py``, as ``gpc.sharded_vmap`` fits one problem at a time
+on a CPU), the single-start program runs once per start, which also compiles
+nothing new. ``gpclass.sklearn.VECTORISE_STARTS = True`` forces the vmapped
+call (``False`` the loop). The kept fit is the one with the largest log
+marginal likelihood among those whose status is CONVERGED or AT_BOUND (ties to
+the earliest start); if none converged, the largest finite one that did not
+fail, with a ``ConvergenceWarning`` naming its status; if every start failed,
+the ``FloatingPointError`` of a failed fit. Every model of one-vs-rest and
+one-vs-one starts from the same draws (as scikit-learn's with an integer
 ``random_state``). Ordinal cutpoints start, for each drawn kernel, at the
 class frequencies' quantiles of its prior predictive (see above). k = 0 is the
 single fit, unchanged.
@@ -220,8 +221,8 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             within its bounds (a scikit-learn kernel's ``*_bounds``, which must
             be finite; for a gpclass kernel, or ``None``, scikit-learn's default
             bounds [1e-5, 1e5]), from ``random_state``.  The given start and
-            these are fitted in one compiled call (``jax.vmap`` over the starts;
-            on a CPU ``lax.map``: see the module notes), and the fit with the largest log
+            these are fitted in one ``jax.vmap``-ed ``gpc.fit`` (on a CPU one
+            after another, measured faster there: see the module notes), and the fit with the largest log
             marginal likelihood among those that converged is kept (see the
             module notes).  0 (the default): the given start alone.  Ignored
             with ``optimize=False`` or a kernel without a fitted hyperparameter.
@@ -449,7 +450,8 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the ``Translation`` of
         a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours.  ``starts``: further
         (gpclass kernel, likelihood) starts of ML-II (``n_restarts_optimizer``), fitted with the first in one
-        compiled call (``_fit_from_starts``); the best converged fit is kept (``_best_start``)."""
+        vmapped call (``_fit_from_starts``) or, on a CPU, one after another; the best converged fit is kept
+        (``_best_start``)."""
         options = {}
         # The likelihood's parameters: Ordinal's cutpoints are fitted, its noise held (see _ordinal_trainable); the
         # other likelihoods have none.
@@ -467,12 +469,20 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         best = 0
         if optimize and starts:
             kernels, likelihoods = zip((kernel, likelihood), *starts)
-            results = _fit_from_starts(method, _stacked(kernels), _stacked(likelihoods), X, y, mask,
-                                       int(self.max_steps), options, _vectorise_starts())
-            start_values = np.asarray(results.objective, np.float64)
-            start_statuses = np.asarray(results.status).astype(int)
-            best = _best_start(start_values, start_statuses)
-            result = jax.tree.map(lambda leaf: leaf[best], results)
+            if _vectorise_starts():  # one vmapped gpc.fit over the stacked starts
+                results = _fit_from_starts(method, _stacked(kernels), _stacked(likelihoods), X, y, mask,
+                                           int(self.max_steps), options)
+                start_values = np.asarray(results.objective, np.float64)
+                start_statuses = np.asarray(results.status).astype(int)
+                best = _best_start(start_values, start_statuses)
+                result = jax.tree.map(lambda leaf: leaf[best], results)
+            else:  # on a CPU: the single-start program, one start after another (faster there, nothing to compile)
+                fits = [_fit(method, k, lik, X, y, max_steps=int(self.max_steps), mask=mask, throw=False, **options)
+                        for k, lik in zip(kernels, likelihoods)]
+                start_values = np.array([float(fit.objective) for fit in fits])
+                start_statuses = np.array([int(fit.status) for fit in fits])
+                best = _best_start(start_values, start_statuses)
+                result = fits[best]
             posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
             likelihood = result.likelihood
             start_statuses = tuple(Status(int(code)) for code in start_statuses)
@@ -720,8 +730,9 @@ def _stacked(trees):
     return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
 
 
-# How _fit_from_starts runs the starts: None chooses, as gpc.sharded_vmap does on one device, one start at a time
-# (lax.map) on a CPU and jax.vmap elsewhere; True or False forces vmap or lax.map (benchmarks/restarts.py).
+# How n_restarts_optimizer's starts are fitted: None chooses one vmapped gpc.fit over the stacked starts off a CPU,
+# and on a CPU the single-start program once per start (measured faster there: benchmarks/restarts.py, as
+# gpc.sharded_vmap's one problem at a time); True or False forces either.
 VECTORISE_STARTS = None
 
 
@@ -732,18 +743,13 @@ def _vectorise_starts():
 
 
 @filter_jit
-def _fit_from_starts(method, kernels, likelihoods, X, y, mask, max_steps, options, vectorise):
-    """``gpc.fit`` from each start (the leading axis of ``kernels`` and ``likelihoods``) on the same data, in one
-    compiled program: ``jax.vmap`` over the starts (``vectorise``) or ``lax.map``, one start after another
-    inside the program (on a CPU a vectorised while loop runs every start until the slowest stops, and batched
-    factorisations are slower: measured in benchmarks/README.md).  ``throw=False``: each fit's status is in the
-    result."""
+def _fit_from_starts(method, kernels, likelihoods, X, y, mask, max_steps, options):
+    """``gpc.fit`` from each start (the leading axis of ``kernels`` and ``likelihoods``) on the same data in one
+    vmapped call; ``throw=False``: each fit's status is in the result."""
     def one(kernel, likelihood):
         return _fit(method, kernel, likelihood, X, y, max_steps=max_steps, mask=mask, throw=False, **options)
 
-    if vectorise:
-        return eqx.filter_vmap(one)(kernels, likelihoods)
-    return lax.map(lambda start: one(*start), (kernels, likelihoods))
+    return eqx.filter_vmap(one)(kernels, likelihoods)
 
 
 def _best_start(values, statuses):

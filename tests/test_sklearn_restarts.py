@@ -1,5 +1,5 @@
 """GaussianProcessClassifier(n_restarts_optimizer=k, random_state=s): the k + 1 starts fitted in one call
-(lax.map on a CPU, jax.vmap elsewhere) against a Python loop of gpc.fit from the same starts (drawn as
+(jax.vmap; on a CPU one after another) against a Python loop of gpc.fit from the same starts (drawn as
 scikit-learn draws them: theta uniform in the kernel's log bounds), the best converged kept; reproducibility;
 k = 0 is the single fit.
 
@@ -68,8 +68,8 @@ def test_restarts_against_loop_of_fits(data, monkeypatch):
     assert clf.log_marginal_likelihood_value_ > single.log_marginal_likelihood_value_ + 1 and clf.best_start_ > 0
     # The single start alone is today's fit: start 0 of the loop.
     np.testing.assert_allclose(single.log_marginal_likelihood_value_, values[0], rtol=1e-10)
-    # The starts vectorised by jax.vmap (the default off a CPU; on a CPU they run one after another in the same
-    # compiled program) give the same fits.
+    # The starts vectorised by one jax.vmap-ed gpc.fit (the default off a CPU; on a CPU they run one after
+    # another) give the same fits.
     monkeypatch.setattr(gpclass.sklearn, "VECTORISE_STARTS", True)
     vmapped = GaussianProcessClassifier(_kernel(), n_restarts_optimizer=restarts, random_state=3).fit(X, y)
     np.testing.assert_allclose(vmapped.start_log_marginal_likelihoods_, values, rtol=1e-8)
