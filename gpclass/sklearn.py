@@ -5,8 +5,9 @@
     clf.predict_proba(X_test), clf.score(X_test, y_test)
 
 It follows ``sklearn.gaussian_process.GaussianProcessClassifier`` (ML-II
-hyperparameters, any label values, ``predict_proba``, one-vs-rest for many
-classes) and checks its inputs with scikit-learn's own validation.
+hyperparameters, any label values, ``predict_proba``, one-vs-rest and
+one-vs-one for many classes, ``n_restarts_optimizer``) and checks its inputs
+with scikit-learn's own validation.
 
 Ordered classes (``likelihood="ordinal"``): one model of all K classes,
 ``gpc.likelihoods.Ordinal(K)`` (cumulative probit, Chu & Ghahramani 2005), the
@@ -51,14 +52,57 @@ Their error is random, standard deviation at most ``0.5 / sqrt(mc_samples)``.
 
 Compilation.  JAX compiles one program per shape, about a second each, so the
 estimator pads: test points to a few batch sizes (``_padded_size``), and the
-training cases of a binary or ordinal model (binary, one-vs-rest, ordinal;
-Laplace, EP, KL) to a
+training cases of a binary or ordinal model (binary, one-vs-rest, one-vs-one,
+ordinal; Laplace, EP, KL) to a
 few sizes (``_training_size``: 12.5 % more cases at most above 32) with copies
 of the first case that ``gpc.infer``'s ``mask`` leaves out, so that training
 sets of nearby sizes, such as cross-validation folds, share one program.  The
 results are those of the unpadded data to rounding.  The softmax likelihood
 and ``method="jj"`` take no mask: they are fitted unpadded, one program per
 training-set size.
+
+One-vs-one (``multi_class="one_vs_one"``) fits a binary model to the cases of
+each pair of classes (i, j), i < j, with ``classes_[j]`` the positive class,
+as scikit-learn's ``OneVsOneClassifier`` does.  ``predict`` and
+``decision_function`` are scikit-learn's: pair (i, j) votes for j when its
+latent mean is positive, and the votes plus the classes' summed pairwise
+probabilities mapped into (-1/3, 1/3) (ties broken, no vote overturned) give
+the (m, C) decision function whose argmax is the class.  scikit-learn refuses
+``predict_proba`` for one-vs-one; here the pairs' probabilities r_ij =
+p(y = i | y in {i, j}, x) are coupled into one distribution by Wu, Lin &
+Weng's (2004) second method, as libsvm does for ``SVC(probability=True)``:
+p minimises sum_{i<j} (r_ji p_i - r_ij p_j)^2 subject to sum(p) = 1 (a linear
+system; the solution is non-negative), r clipped into [1e-7, 1 - 1e-7].  It
+recovers p exactly when the r_ij are those of one distribution
+(r_ij = p_i / (p_i + p_j)).  As with ``SVC``, the argmax of ``predict_proba``
+is not always ``predict``'s class.
+
+Restarts (``n_restarts_optimizer=k``) follow scikit-learn's documentation:
+each further start draws every fitted hyperparameter log-uniformly within its
+bounds, for a scikit-learn kernel with the very draws scikit-learn's ``theta``
+takes (``rng.uniform(log lower, log upper)`` per restart, in ``theta``'s
+order, ``rng = check_random_state(random_state)``), for a gpclass kernel
+within scikit-learn's default bounds [1e-5, 1e5] (``gpc.fit``'s box, [1e-8,
+1e8], would start length scales of 1e-8). (scikit-learn 1.9's
+``GaussianProcessClassifier`` code applies a further ``exp`` to that draw
+before using it as theta, so its restarts start elsewhere than its
+documentation says; its ``GaussianProcessRegressor`` does not.) The k + 1
+starts are fitted by ``gpc.fit`` (``throw=False``) over the stacked starts in
+one ``jax.vmap``-ed call off a CPU; on a CPU, where that measured slower than
+fitting the starts one after another (a vectorised while loop runs every start
+until the slowest stops, and batched factorisations are slower there:
+``benchmarks/restarts.py``, as ``gpc.sharded_vmap`` fits one problem at a time
+on a CPU), the single-start program runs once per start, which also compiles
+nothing new. ``gpclass.sklearn.VECTORISE_STARTS = True`` forces the vmapped
+call (``False`` the loop). The kept fit is the one with the largest log
+marginal likelihood among those whose status is CONVERGED or AT_BOUND (ties to
+the earliest start); if none converged, the largest finite one that did not
+fail, with a ``ConvergenceWarning`` naming its status; if every start failed,
+the ``FloatingPointError`` of a failed fit. Every model of one-vs-rest and
+one-vs-one starts from the same draws (as scikit-learn's with an integer
+``random_state``). Ordinal cutpoints start, for each drawn kernel, at the
+class frequencies' quantiles of its prior predictive (see above). k = 0 is the
+single fit, unchanged.
 
 Sample weights are whole numbers, meaning repeated cases: a weight k >= 0 fits
 the model to k copies of the case (0 leaves it out).  This is exact for every
@@ -70,6 +114,7 @@ size and 20 000 cases (``MAX_REPEATED_CASES``): a weight of 1e6 on ten cases
 would otherwise ask for 10^7 cases.
 """
 
+import itertools
 import warnings
 from statistics import NormalDist
 
@@ -164,12 +209,27 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         max_steps: the largest number of ML-II steps.
         multi_class: for more than two classes, ``"softmax"`` (one model,
             ``gpc.likelihoods.Softmax(C)``, C latent GPs sharing the kernel;
-            Laplace and the logistic only) or ``"one_vs_rest"`` (one binary model
+            Laplace and the logistic only), ``"one_vs_rest"`` (one binary model
             per class, each with its own hyperparameters; probabilities
-            normalised to sum to one, as scikit-learn does).
+            normalised to sum to one, as scikit-learn does) or ``"one_vs_one"``
+            (one binary model per pair of classes, fitted to that pair's cases,
+            each with its own hyperparameters; ``predict`` is scikit-learn's
+            vote, ``predict_proba`` couples the pairs' probabilities; see the
+            module notes).  Two classes: one binary model whatever the value.
+        n_restarts_optimizer: the number of further starts of ML-II, as in
+            scikit-learn: each fitted kernel hyperparameter drawn log-uniformly
+            within its bounds (a scikit-learn kernel's ``*_bounds``, which must
+            be finite; for a gpclass kernel, or ``None``, scikit-learn's default
+            bounds [1e-5, 1e5]), from ``random_state``.  The given start and
+            these are fitted in one ``jax.vmap``-ed ``gpc.fit`` (on a CPU one
+            after another, measured faster there: see the module notes), and the fit with the largest log
+            marginal likelihood among those that converged is kept (see the
+            module notes).  0 (the default): the given start alone.  Ignored
+            with ``optimize=False`` or a kernel without a fitted hyperparameter.
         dtype: ``"float64"`` or ``"float32"``: the precision of every computation.
         mc_samples: Monte Carlo draws for softmax probabilities (see the module notes).
-        random_state: seeds those draws (an int, a ``numpy.random.RandomState`` or
+        random_state: seeds those draws and the starts of
+            ``n_restarts_optimizer`` (an int, a ``numpy.random.RandomState`` or
             ``None``); nothing else is random.
 
     Fitted attributes:
@@ -202,6 +262,31 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         fit_status_: a ``gpc.Status``: why ML-II stopped (``optimize=True``) or
             why the inner solver stopped (one-vs-rest: a tuple, one per class).
             Anything but CONVERGED or AT_BOUND also gives a ``ConvergenceWarning``.
+        start_log_marginal_likelihoods_, start_statuses_, best_start_: per
+            start of ML-II (the given one first, then the
+            ``n_restarts_optimizer`` drawn ones), the log marginal likelihood
+            where its fit ended and its ``gpc.Status``, and the index of the
+            start kept: arrays (S,), a tuple of S statuses and an int; with
+            several models (one-vs-rest, one-vs-one) an (M, S) array and
+            tuples of one per model.  A single start: ``[log_marginal_likelihood_value_]``,
+            ``(fit_status_,)``, 0.
+
+    With several models (one-vs-rest, one-vs-one), ``posterior_``,
+    ``gpc_kernel_``, ``fit_status_`` and (for a gpclass kernel) ``kernel_`` are
+    tuples, one per class or per pair (i, j), i < j, in the order of
+    ``itertools.combinations(range(C), 2)`` (positive class ``classes_[j]``), and
+    ``log_marginal_likelihood_value_`` is the mean over the models, as
+    scikit-learn reports it.
+
+    Example::
+
+        from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+        kernel = ConstantKernel(1.0, (1e-2, 1e3)) * RBF(1.0, (1e-2, 1e2))
+        clf = GaussianProcessClassifier(kernel, n_restarts_optimizer=8, random_state=0).fit(X, y)
+        clf.start_log_marginal_likelihoods_, clf.best_start_   # every start's log q, the one kept
+        clf = GaussianProcessClassifier(multi_class="one_vs_one").fit(X, labels)   # C(C-1)/2 pair models
+        clf.predict(X_test)         # the pairs' votes, as scikit-learn's one-vs-one
+        clf.predict_proba(X_test)   # the pairs' probabilities coupled (Wu, Lin & Weng 2004)
     """
 
     def __init__(
@@ -214,6 +299,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         optimize=True,
         max_steps=100,
         multi_class="softmax",
+        n_restarts_optimizer=0,
         dtype="float64",
         mc_samples=2000,
         random_state=None,
@@ -225,6 +311,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         self.optimize = optimize
         self.max_steps = max_steps
         self.multi_class = multi_class
+        self.n_restarts_optimizer = n_restarts_optimizer
         self.dtype = dtype
         self.mc_samples = mc_samples
         self.random_state = random_state
@@ -259,27 +346,49 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         X = X.astype(dtype)
         # Binary and ordinal models are fitted on the cases padded to a few sizes (masked out: exact), so that
         # training sets of nearby sizes (cross-validation folds) share one compiled program; softmax and JJ take
-        # no mask.
+        # no mask.  One-vs-one pads each pair's cases.
         mask = None
+        one_vs_one = num_classes > 2 and self.multi_class == "one_vs_one"
         start_cutpoints = _start_cutpoints(y_index, num_classes) if ordinal else None
-        if not softmax and method.supports_mask:
+        n = len(y)
+        if not softmax and not one_vs_one and method.supports_mask:
             X, y_index, mask = _padded_training_data(X, y_index)
+        names, pairs = [None], None
         with _precision(dtype):
             kernel = self._initial_kernel(X.shape[1], dtype)
+            starts = self._random_starts(kernel, X.shape[1], dtype)  # [] without restarts
             if ordinal:
-                likelihood = _ordinal_start(kernel, X[: len(y)], start_cutpoints, dtype)
-                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask)]
+                likelihood = _ordinal_start(kernel, X[:n], start_cutpoints, dtype)
+                starts = [(k, _ordinal_start(k, X[:n], start_cutpoints, dtype)) for k in starts]
+                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, starts)]
             elif softmax:
-                models = [self._fit_one(method, kernel, Softmax(num_classes), X, y_index.astype(dtype), mask)]
-            elif num_classes == 2:
-                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype), mask)]
-            else:  # one vs rest: one compiled program serves every class (same shapes)
-                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype), mask)
-                          for c in range(num_classes)]
-        posteriors, kernels, likelihoods, values, statuses = zip(*models)
+                likelihood = Softmax(num_classes)
+                starts = [(k, likelihood) for k in starts]
+                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, starts)]
+            else:
+                starts = [(k, likelihood) for k in starts]
+                if num_classes == 2:
+                    models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype), mask,
+                                            starts)]
+                elif one_vs_one:  # one binary model per pair (i < j) on the pair's cases, classes_[j] positive
+                    pairs = tuple(itertools.combinations(range(num_classes), 2))
+                    names = [f"classes {self.classes_[i]!r} vs {self.classes_[j]!r}" for i, j in pairs]
+                    models = []
+                    for i, j in pairs:
+                        rows = np.flatnonzero((y_index == i) | (y_index == j))
+                        X_pair, y_pair, mask_pair = X[rows], _binary(y_index[rows] == j, dtype), None
+                        if method.supports_mask:
+                            X_pair, y_pair, mask_pair = _padded_training_data(X_pair, y_pair)
+                        models.append(self._fit_one(method, kernel, likelihood, X_pair, y_pair, mask_pair, starts))
+                else:  # one vs rest: one compiled program serves every class (same shapes)
+                    names = [f"class {c!r}" for c in self.classes_]
+                    models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype), mask,
+                                            starts)
+                              for c in range(num_classes)]
+        posteriors, kernels, likelihoods, values, statuses, start_values, start_statuses, best = zip(*models)
         single = len(models) == 1
         self.posterior_ = posteriors[0] if single else posteriors
-        self.likelihood_ = likelihoods[0]  # one-vs-rest: the classes' binary likelihoods are alike (no parameters)
+        self.likelihood_ = likelihoods[0]  # one-vs-rest/one: the binary likelihoods are alike (no parameters)
         self.gpc_kernel_ = kernels[0] if single else kernels
         if isinstance(kernel, Translation):  # the fitted kernel as a scikit-learn kernel, as scikit-learn gives it
             fitted = [kernel.to_sklearn(k) for k in kernels]
@@ -288,18 +397,61 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             self.kernel_ = self.gpc_kernel_
         self.log_marginal_likelihood_value_ = float(np.mean(values))
         self.fit_status_ = statuses[0] if single else statuses
+        self.start_log_marginal_likelihoods_ = start_values[0] if single else np.stack(start_values)
+        self.start_statuses_ = start_statuses[0] if single else start_statuses
+        self.best_start_ = best[0] if single else best
+        self._pairs = pairs
         self._fit_dtype = dtype
-        self._warn_unless_converged(statuses)
+        self._warn_unless_converged(statuses, names, [len(codes) > 1 for codes in start_statuses])
         if softmax:  # common random numbers for the Monte Carlo average (antithetic pairs)
             half = (self.mc_samples + 1) // 2
             rng = check_random_state(self.random_state)
             self._normals = rng.standard_normal((half, num_classes)).astype(dtype)
         return self
 
-    def _fit_one(self, method, kernel, likelihood, X, y, mask):
-        """(posterior, kernel, log marginal likelihood, Status) of one model, as NumPy; ``mask`` (or ``None``)
-        marks the padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the
-        ``Translation`` of a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours."""
+    def _random_starts(self, kernel, num_features, dtype):
+        """The kernels that ``n_restarts_optimizer`` adds to ML-II's start, as gpclass kernels of the structure of
+        the start, drawn from ``random_state``: each fitted hyperparameter log-uniformly within its bounds (a
+        scikit-learn kernel's, in the order and with the draws of scikit-learn's ``theta``), or within
+        scikit-learn's default bounds [1e-5, 1e5] for a gpclass kernel.  None without ML-II or without a fitted
+        kernel hyperparameter."""
+        restarts = int(self.n_restarts_optimizer)
+        if not restarts or not self.optimize:
+            return []
+        rng = check_random_state(self.random_state)
+        if isinstance(kernel, Translation):
+            sk = kernel.sklearn
+            if not kernel.fits_anything:
+                return []
+            bounds = sk.bounds
+            if not np.all(np.isfinite(bounds)):
+                raise GPClassError(
+                    "n_restarts_optimizer > 0 draws starts within the kernel's bounds, which must then be finite; "
+                    f"got log bounds {bounds.tolist()} for {sk!r}."
+                )
+            return [translate(_sklearn_start(sk, rng.uniform(bounds[:, 0], bounds[:, 1])), num_features,
+                              dtype).kernel for _ in range(restarts)]
+        params, static = eqx.partition(kernel, eqx.is_inexact_array)
+        leaves, treedef = jax.tree.flatten(params)
+        if not leaves:
+            return []
+        sizes = [int(np.size(leaf)) for leaf in leaves]
+        low, high = np.log(DEFAULT_START_BOUNDS[0]), np.log(DEFAULT_START_BOUNDS[1])
+        starts = []
+        for _ in range(restarts):
+            values = np.split(np.exp(rng.uniform(low, high, size=sum(sizes))), np.cumsum(sizes)[:-1])
+            new = [jnp.asarray(v.reshape(np.shape(leaf)), dtype) for v, leaf in zip(values, leaves)]
+            starts.append(eqx.combine(jax.tree.unflatten(treedef, new), static))
+        return starts
+
+    def _fit_one(self, method, kernel, likelihood, X, y, mask, starts=()):
+        """(posterior, kernel, likelihood, log marginal likelihood, Status, the starts' log marginal likelihoods,
+        their Statuses, the index of the start kept) of one model, as NumPy; ``mask`` (or ``None``) marks the
+        padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the ``Translation`` of
+        a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours.  ``starts``: further
+        (gpclass kernel, likelihood) starts of ML-II (``n_restarts_optimizer``), fitted with the first in one
+        vmapped call (``_fit_from_starts``) or, on a CPU, one after another; the best converged fit is kept
+        (``_best_start``)."""
         options = {}
         # The likelihood's parameters: Ordinal's cutpoints are fitted, its noise held (see _ordinal_trainable); the
         # other likelihoods have none.
@@ -314,7 +466,27 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             optimize = self.optimize
             if fitted_likelihood:
                 options = dict(trainable=(True, likelihood_spec))
-        if optimize:
+        best = 0
+        if optimize and starts:
+            kernels, likelihoods = zip((kernel, likelihood), *starts)
+            if _vectorise_starts():  # one vmapped gpc.fit over the stacked starts
+                results = _fit_from_starts(method, _stacked(kernels), _stacked(likelihoods), X, y, mask,
+                                           int(self.max_steps), options)
+                start_values = np.asarray(results.objective, np.float64)
+                start_statuses = np.asarray(results.status).astype(int)
+                best = _best_start(start_values, start_statuses)
+                result = jax.tree.map(lambda leaf: leaf[best], results)
+            else:  # on a CPU: the single-start program, one start after another (faster there, nothing to compile)
+                fits = [_fit(method, k, lik, X, y, max_steps=int(self.max_steps), mask=mask, throw=False, **options)
+                        for k, lik in zip(kernels, likelihoods)]
+                start_values = np.array([float(fit.objective) for fit in fits])
+                start_statuses = np.array([int(fit.status) for fit in fits])
+                best = _best_start(start_values, start_statuses)
+                result = fits[best]
+            posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
+            likelihood = result.likelihood
+            start_statuses = tuple(Status(int(code)) for code in start_statuses)
+        elif optimize:
             result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask, throw=False,
                           **options)
             posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
@@ -327,14 +499,20 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             raise FloatingPointError(
                 f"{type(self).__name__}.fit: {status.message} Check the kernel's starting values "
                 "(a standardised X helps: Pipeline(StandardScaler(), ...))."
+                + (" Every start of n_restarts_optimizer failed." if optimize and starts else "")
             )
-        return _to_numpy(posterior), _to_numpy(kernel), _to_numpy(likelihood), float(value), status
+        if not (optimize and starts):
+            start_values, start_statuses = np.array([float(value)]), (status,)
+        return (_to_numpy(posterior), _to_numpy(kernel), _to_numpy(likelihood), float(value), status,
+                start_values, start_statuses, best)
 
-    def _warn_unless_converged(self, statuses):
-        for c, status in enumerate(statuses):
+    def _warn_unless_converged(self, statuses, names, restarted):
+        for status, name, several in zip(statuses, names, restarted):
             if status > Status.AT_BOUND:
-                which = "" if len(statuses) == 1 else f" (the model of class {self.classes_[c]!r})"
+                which = "" if name is None else f" (the model of {name})"
                 what = "ML-II" if self.optimize else "the inner solver"
+                if several:
+                    what += f" (none of its {int(self.n_restarts_optimizer) + 1} starts converged; the best kept)"
                 hint = " Raise max_steps." if self.optimize and status == Status.MAX_STEPS else ""
                 warnings.warn(f"{what}{which} stopped with {status.name}: {status.message}{hint}",
                               ConvergenceWarning, stacklevel=3)
@@ -346,7 +524,9 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
 
         Binary: mean and variance, each (m,).  Softmax: mean (m, C) and
         covariance (m, C, C).  One-vs-rest: the classes' means and variances,
-        each (m, C).
+        each (m, C).  One-vs-one: the pairs' means and variances, each
+        (m, C(C-1)/2), pairs (i, j), i < j, in the order of
+        ``itertools.combinations(range(C), 2)``, positive for ``classes_[j]``.
         """
         mean, var, _ = self._predictions(X)
         return mean, var
@@ -355,9 +535,17 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         """The latent mean: (m,) for two classes (positive: ``classes_[1]``), (m, C) for more.
 
+        One-vs-one: scikit-learn's ``OneVsOneClassifier.decision_function``,
+        (m, C): each class's votes (pair (i, j) votes for ``classes_[j]`` when
+        its latent mean is positive, else for ``classes_[i]``) plus its summed
+        pairwise probabilities mapped into (-1/3, 1/3), which breaks ties
+        without overturning a vote; ``predict`` is its argmax.
         Not available with ``likelihood="ordinal"``, whose one latent function
         is compared with K - 1 cutpoints: ``predict_latent`` gives its moments.
         """
+        if self._one_vs_one():
+            mean, _, p = self._predictions(X)
+            return _one_vs_one_votes(mean > 0, p, len(self.classes_))
         return self.predict_latent(X)[0]
 
     def predict_proba(self, X):
@@ -369,15 +557,29 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         Monte Carlo average described in the module notes.  Ordinal:
         p(y = classes_[k]) = Phi(z_{k+1}) - Phi(z_k), z_j = (b_j - mean) /
         sqrt(1 + var), exact (``gpc.likelihoods.Ordinal.predictive_probability``).
+        One-vs-one (scikit-learn refuses ``predict_proba`` there): the pairs'
+        probabilities r_ij = p(y = i | y in {i, j}) coupled into one
+        distribution by Wu, Lin & Weng's (2004) second method, as libsvm does
+        for ``SVC(probability=True)``: p minimises sum_{i<j} (r_ji p_i -
+        r_ij p_j)^2 subject to sum(p) = 1 (then p >= 0), with each r_ij
+        clipped into [1e-7, 1 - 1e-7] as libsvm does.  Its argmax need not be
+        ``predict``'s class, which is the vote (scikit-learn's rule), as with
+        ``SVC``.
         """
+        if self._one_vs_one():
+            return _pairwise_coupling(self._predictions(X)[2], len(self.classes_)).astype(self._fit_dtype)
         return self._predictions(X)[2]
 
     def predict(self, X):
         """The most probable class (binary: the sign of the latent mean, as scikit-learn; ordinal: the class of
-        the largest predictive probability, the mode, as Chu & Ghahramani predict, not the rounded mean rank)."""
+        the largest predictive probability, the mode, as Chu & Ghahramani predict, not the rounded mean rank;
+        one-vs-one: the class with the most votes of the pairs' models, ties broken by their summed
+        probabilities, as scikit-learn's ``OneVsOneClassifier``)."""
         check_is_fitted(self)
         if len(self.classes_) == 2 and not isinstance(self.likelihood_, Ordinal):
             return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        if self._one_vs_one():
+            return self.classes_[np.argmax(self.decision_function(X), axis=1)]
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
     @available_if(lambda self: self._ordinal())
@@ -394,9 +596,11 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64).astype(self._fit_dtype)
         with _precision(self._fit_dtype):
-            if isinstance(self.posterior_, tuple):  # one vs rest: one program serves every class
+            if isinstance(self.posterior_, tuple):  # one vs rest (one program serves every class), one vs one
                 parts = [_batched(_binary_predictions, post, X) for post in self.posterior_]
                 mean, var, p = (np.stack([part[i] for part in parts], axis=1) for i in range(3))
+                if self._one_vs_one():  # the pairs' own p(y = classes_[j] | y in {classes_[i], classes_[j]})
+                    return mean, var, p
                 return mean, var, p / np.sum(p, axis=1, keepdims=True)
             if isinstance(self.likelihood_, Ordinal):  # one latent function, (m, K) probabilities
                 return _batched(_binary_predictions, self.posterior_, X)
@@ -419,8 +623,13 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise GPClassError(f"{name} must be a positive integer; got {value!r}.")
-        if self.multi_class not in ("softmax", "one_vs_rest"):
-            raise GPClassError(f"multi_class must be 'softmax' or 'one_vs_rest'; got {self.multi_class!r}.")
+        restarts = self.n_restarts_optimizer
+        if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
+            raise GPClassError(f"n_restarts_optimizer must be a non-negative integer; got {restarts!r}.")
+        if self.multi_class not in ("softmax", "one_vs_rest", "one_vs_one"):
+            raise GPClassError(
+                f"multi_class must be 'softmax', 'one_vs_rest' or 'one_vs_one'; got {self.multi_class!r}."
+            )
         if self._ordinal() and self.multi_class != "softmax":
             raise GPClassError(
                 "likelihood='ordinal' fits one model of all the ordered classes (gpc.likelihoods.Ordinal(K)); "
@@ -458,6 +667,10 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             return None if self._ordinal() else _LIKELIHOODS[self.likelihood]()
         raise GPClassError(f"likelihood must be 'logistic', 'probit' or 'ordinal'; got {self.likelihood!r}.")
 
+    def _one_vs_one(self):
+        """Fitted with one model per pair of classes."""
+        return getattr(self, "_pairs", None) is not None
+
     def _ordinal(self):
         return isinstance(self.likelihood, str) and self.likelihood == "ordinal"
 
@@ -487,6 +700,69 @@ def _precision(dtype):
 
 def _binary(positive, dtype):
     return np.where(positive, 1.0, -1.0).astype(dtype)
+
+
+# Where n_restarts_optimizer draws the starts of a gpclass kernel's hyperparameters (log-uniformly): scikit-learn's
+# default hyperparameter bounds.  The fit itself keeps gpc.fit's box [1e-8, 1e8].
+DEFAULT_START_BOUNDS = (1e-5, 1e5)
+
+
+def _sklearn_start(kernel, theta):
+    """A copy of scikit-learn ``kernel`` with log hyperparameters ``theta`` (in the order of ``kernel.theta``),
+    each value clipped into its bounds (exp(log b) may round past b, and translate checks the start)."""
+    from sklearn.base import clone
+
+    values, i = {}, 0
+    for hyperparameter in kernel.hyperparameters:
+        if hyperparameter.fixed:
+            continue
+        size = hyperparameter.n_elements
+        bounds = np.asarray(hyperparameter.bounds, np.float64).reshape(-1, 2)
+        value = np.clip(np.exp(theta[i : i + size]), bounds[:, 0], bounds[:, 1])
+        scalar = np.ndim(kernel.get_params()[hyperparameter.name]) == 0
+        values[hyperparameter.name] = float(value[0]) if scalar else value
+        i += size
+    return clone(kernel).set_params(**values)
+
+
+def _stacked(trees):
+    """Pytrees of one structure stacked along a new first axis of every array leaf (``gpc.fit`` under vmap)."""
+    return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
+
+
+# How n_restarts_optimizer's starts are fitted: None chooses one vmapped gpc.fit over the stacked starts off a CPU,
+# and on a CPU the single-start program once per start (measured faster there: benchmarks/restarts.py, as
+# gpc.sharded_vmap's one problem at a time); True or False forces either.
+VECTORISE_STARTS = None
+
+
+def _vectorise_starts():
+    if VECTORISE_STARTS is not None:
+        return bool(VECTORISE_STARTS)
+    return jax.default_backend() != "cpu"
+
+
+@filter_jit
+def _fit_from_starts(method, kernels, likelihoods, X, y, mask, max_steps, options):
+    """``gpc.fit`` from each start (the leading axis of ``kernels`` and ``likelihoods``) on the same data in one
+    vmapped call; ``throw=False``: each fit's status is in the result."""
+    def one(kernel, likelihood):
+        return _fit(method, kernel, likelihood, X, y, max_steps=max_steps, mask=mask, throw=False, **options)
+
+    return eqx.filter_vmap(one)(kernels, likelihoods)
+
+
+def _best_start(values, statuses):
+    """The start to keep: the largest log marginal likelihood among the converged fits (CONVERGED or AT_BOUND);
+    if none converged, the largest finite one that did not fail (fit then warns with its status); failing that,
+    the first
+    (whose FAILED status fit reports).  Ties go to the earliest start, the given kernel first."""
+    finite = np.isfinite(values)
+    pool = finite & (statuses <= Status.AT_BOUND)
+    pool = pool if pool.any() else finite & (statuses != Status.FAILED)
+    if not pool.any():
+        return 0
+    return int(np.argmax(np.where(pool, values, -np.inf)))
 
 
 def _start_cutpoints(y_index, num_classes):
@@ -605,6 +881,45 @@ def _repeat_by_weight(X, y, sample_weight):
 
 # The most cases whole-number weights may expand a training set to (see _repeat_by_weight).
 MAX_REPEATED_CASES = 20_000
+
+
+def _one_vs_one_votes(positive, p, num_classes):
+    """scikit-learn's one-vs-one decision function (``sklearn.utils.multiclass._ovr_decision_function``): votes
+    plus the summed confidences x mapped by x / (3 (|x| + 1)) into (-1/3, 1/3).  ``positive`` and ``p`` are
+    (m, P): pair (i, j)'s vote for j and its p(y = j), pairs in the order of ``itertools.combinations``."""
+    votes = np.zeros((len(p), num_classes))
+    confidence = np.zeros((len(p), num_classes))
+    for k, (i, j) in enumerate(itertools.combinations(range(num_classes), 2)):
+        confidence[:, i] -= p[:, k]
+        confidence[:, j] += p[:, k]
+        votes[:, i] += ~positive[:, k]
+        votes[:, j] += positive[:, k]
+    return votes + confidence / (3 * (np.abs(confidence) + 1))
+
+
+_COUPLING_CLIP = 1e-7  # libsvm's min_prob: pairwise probabilities are kept in [1e-7, 1 - 1e-7]
+
+
+def _pairwise_coupling(p, num_classes):
+    """Class probabilities (m, C) from the pairs' p(y = j | y in {i, j}) (m, P) by Wu, Lin & Weng (2004),
+    method 2: p minimises sum_{i<j} (r_ji p_i - r_ij p_j)^2 with sum(p) = 1, r_ij = p(y = i | y in {i, j}).
+    Q_ii = sum_{s != i} r_si^2, Q_ij = -r_ji r_ij; the KKT system [[Q, 1], [1^T, 0]] [p; b] = [0; 1] is
+    nonsingular for r in (0, 1) and its solution is non-negative (their Theorem 2); rounding below 0 is cut."""
+    m = len(p)
+    r = np.zeros((m, num_classes, num_classes))
+    for k, (i, j) in enumerate(itertools.combinations(range(num_classes), 2)):
+        r_ji = np.clip(p[:, k], _COUPLING_CLIP, 1 - _COUPLING_CLIP)
+        r[:, j, i], r[:, i, j] = r_ji, 1 - r_ji
+    Q = -r.transpose(0, 2, 1) * r  # Q_ij = -r_ji r_ij
+    index = np.arange(num_classes)
+    Q[:, index, index] = np.sum(r**2, axis=1)  # sum_s r_si^2 (r_ii = 0)
+    system = np.zeros((m, num_classes + 1, num_classes + 1))
+    system[:, :num_classes, :num_classes] = Q
+    system[:, :num_classes, num_classes] = system[:, num_classes, :num_classes] = 1.0
+    rhs = np.zeros((m, num_classes + 1, 1))
+    rhs[:, num_classes] = 1.0
+    probabilities = np.maximum(np.linalg.solve(system, rhs)[:, :num_classes, 0], 0.0)
+    return probabilities / np.sum(probabilities, axis=1, keepdims=True)
 
 
 @filter_jit
