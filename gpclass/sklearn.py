@@ -336,12 +336,13 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         if softmax and not method.multiclass:
             raise GPClassError(
                 f"multi_class='softmax' (for {num_classes} classes) needs method='laplace', the one method for the "
-                f"softmax likelihood; got {self.method!r}. Use multi_class='one_vs_rest' with other methods."
+                f"softmax likelihood; got {self.method!r}. Use multi_class='one_vs_rest' or 'one_vs_one' with other "
+                "methods."
             )
         if softmax and not isinstance(likelihood, Logistic):
             raise GPClassError(
                 "multi_class='softmax' is the multi-class logistic model; for likelihood='probit' with "
-                f"{num_classes} classes use multi_class='one_vs_rest'."
+                f"{num_classes} classes use multi_class='one_vs_rest' or 'one_vs_one'."
             )
         X = X.astype(dtype)
         # Binary and ordinal models are fitted on the cases padded to a few sizes (masked out: exact), so that
