@@ -60,14 +60,18 @@ results are those of the unpadded data to rounding.  The softmax likelihood
 and ``method="jj"`` take no mask: they are fitted unpadded, one program per
 training-set size.
 
-Sample weights are whole numbers, meaning repeated cases: a weight k >= 0 fits
-the model to k copies of the case (0 leaves it out).  This is exact for every
-method (copies of one input have one latent value under the prior), costs
-what the repeated data set costs, and is what scikit-learn's checks ask of a
-weight.  A fractional weight has no such meaning here and is an error, and
-so are weights that would expand the training set beyond the larger of its
-size and 20 000 cases (``MAX_REPEATED_CASES``): a weight of 1e6 on ten cases
-would otherwise ask for 10^7 cases.
+Sample weights (times the ``class_weight`` of each case's class) are case
+weights: a whole number k >= 0 means k copies of the case (0 leaves it out),
+as scikit-learn's checks ask of a weight.  With binary and one-vs-rest models
+and ``method="laplace"`` or ``"kl"`` every weight goes to ``gpc.fit``'s
+``weights`` (the power likelihood p(y|f)^w: exactly k copies for a whole
+number k, without the copies' cost).  With ``method="ep"`` whole-number
+weights repeat the cases (power EP with w = 2 is not EP on two copies) and
+fractional ones are power EP's.  For the softmax, the ordinal model and
+``method="jj"`` the weights must be whole numbers (repeated cases).  Repeating
+may not expand the training set beyond the larger of its size and 20 000
+cases (``MAX_REPEATED_CASES``): a weight of 1e6 on ten cases would otherwise
+ask for 10^7 cases.
 """
 
 import warnings
@@ -84,6 +88,7 @@ try:
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process.kernels import CompoundKernel
     from sklearn.utils import check_random_state
+    from sklearn.utils.class_weight import compute_sample_weight
     from sklearn.utils.metaestimators import available_if
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -171,6 +176,11 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         mc_samples: Monte Carlo draws for softmax probabilities (see the module notes).
         random_state: seeds those draws (an int, a ``numpy.random.RandomState`` or
             ``None``); nothing else is random.
+        class_weight: ``None``, ``"balanced"`` (class c's cases weighted by
+            n_samples / (n_classes * n_c), scikit-learn's formula) or a dict
+            {class: weight}; multiplies ``sample_weight`` (see the module notes
+            on weights).  E.g. ``GaussianProcessClassifier(class_weight="balanced")``
+            for a rare class.
 
     Fitted attributes:
         classes_: the sorted labels (any values, strings too); ``n_features_in_``
@@ -217,6 +227,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         dtype="float64",
         mc_samples=2000,
         random_state=None,
+        class_weight=None,
     ):
         self.kernel = kernel
         self.method = method
@@ -228,6 +239,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         self.dtype = dtype
         self.mc_samples = mc_samples
         self.random_state = random_state
+        self.class_weight = class_weight
 
     # ---------------------------------------------------------------- fitting
 
@@ -237,7 +249,9 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         ordinal = self._ordinal()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
-        X, y = _repeat_by_weight(X, y, sample_weight)
+        weight = _case_weights(X, y, sample_weight, self.class_weight)
+        if weight is not None:  # weight 0 leaves a case out, whatever the method
+            X, y, weight = X[weight > 0], y[weight > 0], weight[weight > 0]
         self.classes_, y_index = np.unique(y, return_inverse=True)
         num_classes = len(self.classes_)
         if num_classes < 2:
@@ -256,6 +270,10 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
                 "multi_class='softmax' is the multi-class logistic model; for likelihood='probit' with "
                 f"{num_classes} classes use multi_class='one_vs_rest'."
             )
+        repeat = softmax or ordinal or not method.supports_mask or isinstance(method, EP) and _whole_numbers(weight)
+        if weight is not None and repeat:
+            rows = _repeat_rows(weight, method, softmax, ordinal)
+            X, y, y_index, weight = X[rows], y[rows], y_index[rows], None
         X = X.astype(dtype)
         # Binary and ordinal models are fitted on the cases padded to a few sizes (masked out: exact), so that
         # training sets of nearby sizes (cross-validation folds) share one compiled program; softmax and JJ take
@@ -263,18 +281,21 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         mask = None
         start_cutpoints = _start_cutpoints(y_index, num_classes) if ordinal else None
         if not softmax and method.supports_mask:
+            n = len(y_index)
             X, y_index, mask = _padded_training_data(X, y_index)
+            if weight is not None:
+                weight = np.concatenate([weight, np.zeros(len(y_index) - n)]).astype(dtype)
         with _precision(dtype):
             kernel = self._initial_kernel(X.shape[1], dtype)
             if ordinal:
                 likelihood = _ordinal_start(kernel, X[: len(y)], start_cutpoints, dtype)
-                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask)]
+                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, weight)]
             elif softmax:
-                models = [self._fit_one(method, kernel, Softmax(num_classes), X, y_index.astype(dtype), mask)]
+                models = [self._fit_one(method, kernel, Softmax(num_classes), X, y_index.astype(dtype), mask, weight)]
             elif num_classes == 2:
-                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype), mask)]
+                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype), mask, weight)]
             else:  # one vs rest: one compiled program serves every class (same shapes)
-                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype), mask)
+                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype), mask, weight)
                           for c in range(num_classes)]
         posteriors, kernels, likelihoods, values, statuses = zip(*models)
         single = len(models) == 1
@@ -296,9 +317,10 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             self._normals = rng.standard_normal((half, num_classes)).astype(dtype)
         return self
 
-    def _fit_one(self, method, kernel, likelihood, X, y, mask):
+    def _fit_one(self, method, kernel, likelihood, X, y, mask, weights=None):
         """(posterior, kernel, log marginal likelihood, Status) of one model, as NumPy; ``mask`` (or ``None``)
-        marks the padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the
+        marks the padding cases (``False``), which change nothing; ``weights`` (or ``None``) are case weights.
+        ``kernel`` is a gpclass kernel or the
         ``Translation`` of a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours."""
         options = {}
         # The likelihood's parameters: Ordinal's cutpoints are fitted, its noise held (see _ordinal_trainable); the
@@ -315,12 +337,13 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             if fitted_likelihood:
                 options = dict(trainable=(True, likelihood_spec))
         if optimize:
-            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask, throw=False,
+            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask, weights=weights,
+                          throw=False,
                           **options)
             posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
             likelihood = result.likelihood
         else:
-            posterior = infer(method, kernel, likelihood, X, y, mask=mask, throw=False)
+            posterior = infer(method, kernel, likelihood, X, y, mask=mask, weights=weights, throw=False)
             value, status = posterior.log_marginal, posterior.info.status
         status = Status(int(status))
         if status == Status.FAILED:
@@ -576,22 +599,35 @@ def _batched(fn, posterior, X, *args):
     return jax.tree.map(lambda *parts: np.concatenate(parts), *outputs)
 
 
-def _repeat_by_weight(X, y, sample_weight):
-    """Whole-number weights as repeated cases (0 drops a case); anything else is an error."""
-    if sample_weight is None:
-        return X, y
+def _case_weights(X, y, sample_weight, class_weight):
+    """``sample_weight`` times the weights of the cases' classes (``class_weight``), checked (finite, >= 0, not all
+    0); ``None`` when every weight is 1."""
+    if sample_weight is None and class_weight is None:
+        return None
     weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-    counts = np.rint(weight)
-    if not np.all(np.abs(weight - counts) <= 1e-8 * np.maximum(1.0, counts)):
-        raise GPClassError(
-            "sample_weight must hold whole numbers: a weight k means k copies of the case (exact for every "
-            "method); fractional weights are not supported by GaussianProcessClassifier."
-        )
-    counts = counts.astype(np.int64)
-    if np.all(counts == 1):
-        return X, y
-    if not np.any(counts):
+    if class_weight is not None:
+        weight = weight * compute_sample_weight(class_weight, y)
+    if not np.all(np.isfinite(weight)):
+        raise GPClassError("sample_weight must be finite.")
+    if not np.any(weight > 0):
         raise GPClassError("sample_weight is zero for every case: there is nothing to fit.")
+    return None if np.all(weight == 1.0) else weight
+
+
+def _whole_numbers(weight):
+    return bool(np.all(np.abs(weight - np.rint(weight)) <= 1e-8 * np.maximum(1.0, np.rint(weight))))
+
+
+def _repeat_rows(weight, method, softmax, ordinal):
+    """The rows of the data repeated by whole-number weights (``weight`` > 0); anything else is an error."""
+    if not _whole_numbers(weight):
+        model = "the softmax" if softmax else "the ordinal model" if ordinal else f"method={type(method).__name__}"
+        raise GPClassError(
+            f"sample_weight (times class_weight) must hold whole numbers for {model}: a weight k means k copies of "
+            "the case; fractional weights (the power likelihood p(y|f)^w) need a binary or one-vs-rest model with "
+            "method='laplace', 'ep' or 'kl'."
+        )
+    counts = np.rint(weight).astype(np.int64)
     total, limit = int(np.sum(counts)), max(len(counts), MAX_REPEATED_CASES)
     if total > limit:
         raise GPClassError(
@@ -600,10 +636,10 @@ def _repeat_by_weight(X, y, sample_weight):
             "dense prior over 20 000 cases already holds 3.2 GB). Scale the weights down to the repeat counts you "
             "mean, or drop the weights."
         )
-    return np.repeat(X, counts, axis=0), np.repeat(y, counts, axis=0)
+    return np.repeat(np.arange(len(counts)), counts)
 
 
-# The most cases whole-number weights may expand a training set to (see _repeat_by_weight).
+# The most cases whole-number weights may expand a training set to (see _repeat_rows).
 MAX_REPEATED_CASES = 20_000
 
 

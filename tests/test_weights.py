@@ -173,3 +173,34 @@ def test_fit_with_weights_matches_repeated_cases():
     a = gpc.fit(gpc.Laplace(), kernel, LOGISTIC, X, Y, weights=W, max_steps=30)
     b = gpc.fit(gpc.Laplace(), kernel, LOGISTIC, np.repeat(X, k, axis=0), np.repeat(Y, k), max_steps=30)
     np.testing.assert_allclose(a.objective, b.objective, rtol=1e-7)
+
+
+# ---------------------------------------------------------------- the estimator
+
+
+def test_estimator_weights():
+    """scikit-learn's estimator: whole-number sample weights (now case weights with Laplace) give the model of
+    the repeated cases; fractional ones and class_weight='balanced' (n / (n_classes n_c)) give gpc.infer's
+    weighted model."""
+    from gpclass.sklearn import GaussianProcessClassifier
+
+    Xs, ys = np.concatenate([X, X_TEST]), np.concatenate([Y, [1.0, 1.0, 1.0, -1.0, 1.0]])
+    ks = np.array([1, 2, 3, 0, 1, 2, 1, 1, 1, 1, 2, 1, 1])
+    weighted = GaussianProcessClassifier(optimize=False).fit(Xs, ys, sample_weight=ks.astype(float))
+    repeated = GaussianProcessClassifier(optimize=False).fit(np.repeat(Xs, ks, axis=0), np.repeat(ys, ks))
+    np.testing.assert_allclose(weighted.predict_proba(X_TEST), repeated.predict_proba(X_TEST), atol=1e-10)
+    np.testing.assert_allclose(weighted.log_marginal_likelihood_value_, repeated.log_marginal_likelihood_value_,
+                               rtol=1e-10)
+
+    fractional = np.linspace(0.2, 2.0, len(ys))
+    balanced = len(ys) / (2 * np.array([np.sum(ys == c) for c in ys]))
+    for kwargs, w in [({"sample_weight": fractional}, fractional), ({"class_weight": "balanced"}, balanced)]:
+        for method in ("laplace", "ep"):
+            if "class_weight" in kwargs:
+                clf = GaussianProcessClassifier(optimize=False, method=method, class_weight="balanced").fit(Xs, ys)
+            else:
+                clf = GaussianProcessClassifier(optimize=False, method=method).fit(Xs, ys, sample_weight=w)
+            post = gpc.infer(gpc.Laplace() if method == "laplace" else gpc.EP(), clf.gpc_kernel_, LOGISTIC, Xs, ys,
+                             weights=w)
+            np.testing.assert_allclose(clf.log_marginal_likelihood_value_, post.log_marginal, rtol=1e-8)
+            np.testing.assert_allclose(clf.predict_proba(X_TEST)[:, 1], post.predict(X_TEST), atol=1e-8)

@@ -132,8 +132,9 @@ class Weighted(AbstractLikelihood):
 
     def tilted_moments(self, y, mean, var):
         """Power EP's tilted moments of p(y|f)^w N(f|mean, var): the base's closed form for w = 1, the cavity's
-        for w = 0, else :func:`tilted_by_quadrature` (relative error below 1e-9 against adaptive quadrature
-        for the probit and logistic, w in [0.1, 5], means in [-20, 20], variances in [1e-4, 1e4])."""
+        for w = 0, else :func:`tilted_by_quadrature` (against adaptive quadrature, probit and logistic, w in
+        {0.3, 2, 4.5}, cavity means in [-20, 3], variances in [1e-3, 1e3]: log Z to 1e-9, the mean to 1e-8
+        tilted standard deviations, the variance to 1e-8 relative; ``tests/test_weights.py``)."""
         label, w = self._split(y)
         exact = self.base.tilted_moments(label, mean, var)
 
