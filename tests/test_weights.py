@@ -204,3 +204,96 @@ def test_estimator_weights():
                              weights=w)
             np.testing.assert_allclose(clf.log_marginal_likelihood_value_, post.log_marginal, rtol=1e-8)
             np.testing.assert_allclose(clf.predict_proba(X_TEST)[:, 1], post.predict(X_TEST), atol=1e-8)
+
+
+# ---------------------------------------------------------------- soft labels
+
+S = np.array([0.9, 0.2, 1.0, 0.0, 0.5, 0.35, 0.7, 0.05])
+
+
+def _soft(lik):
+    return gpc.likelihoods.SoftLabels(lik)
+
+
+@pytest.mark.parametrize("method", [gpc.Laplace(), gpc.KL(), gpc.EP()], ids=["laplace", "kl", "ep"])
+def test_soft_labels_zero_one_are_hard_labels(method):
+    hard = gpc.infer(method, KERNEL, PROBIT, X, Y)
+    soft = gpc.infer(method, KERNEL, _soft(PROBIT), X, (Y > 0).astype(float))
+    np.testing.assert_allclose(soft.log_marginal, hard.log_marginal, rtol=1e-13)
+    np.testing.assert_allclose(soft.predict(X_TEST), hard.predict(X_TEST), rtol=1e-13)
+
+
+@pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
+def test_soft_labels_laplace_against_numpy(lik):
+    """s log p(+1|f) + (1 - s) log p(-1|f) is w log p(+1|f) + w' log p(-1|f): two weighted hard cases at one input,
+    so the NumPy Laplace of the weights (s, 1 - s) on the input repeated with labels (+1, -1) is the oracle."""
+    Xs, s = X[:3], np.array([0.3, 0.8, 0.55])
+    X2 = np.concatenate([Xs, Xs])
+    K = 2.0 * np.exp(-0.5 * np.sum((X2[:, None] - X2[None]) ** 2, axis=-1) / 1.5**2)
+    K = K + 1e-12 * np.eye(6)  # the copies make K singular; the oracle inverts it
+    expected = _numpy_laplace(K, np.array([1.0] * 3 + [-1.0] * 3), np.concatenate([s, 1 - s]), lik)
+    got = gpc.infer(gpc.Laplace(), KERNEL, _soft(lik), Xs, s).log_marginal
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def _soft_oracle(lik, s, m, v):
+    """Tilted moments of p(+1|f)^s p(-1|f)^(1-s) N(f|m, v) by adaptive quadrature."""
+    sd = np.sqrt(v)
+
+    def log_t(f):
+        return s * _numpy_log_lik(lik, f) + (1 - s) * _numpy_log_lik(lik, -f) + stats.norm.logpdf(f, m, sd)
+
+    mode = optimize.minimize_scalar(lambda f: -log_t(f), bracket=(m - sd, m + sd)).x
+    shift = log_t(mode)
+    lo, hi = min(m, mode) - 15 * sd, max(m, mode) + 15 * sd
+    points = [p for p in (-10.0, 0.0, 10.0, mode) if lo < p < hi]
+
+    def quad(g):
+        return integrate.quad(lambda f: g(f) * np.exp(log_t(f) - shift), lo, hi, points=points, limit=1000,
+                              epsabs=0, epsrel=1e-13)[0]
+
+    z = quad(lambda f: 1.0)
+    mean = quad(lambda f: f - mode) / z
+    return np.log(z) + shift, mode + mean, quad(lambda f: (f - mode - mean) ** 2) / z
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
+@pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
+def test_soft_labels_tilted_moments_against_quadrature(lik):
+    cases = [(s, m, v) for s in (0.1, 0.5, 0.97) for m in (-8.0, 0.5, 4.0) for v in (1e-3, 1.0, 1e3)]
+    s, m, v = (np.array(c) for c in zip(*cases))
+    log_z, mean, var = _soft(lik).tilted_moments(jnp.asarray(s), jnp.asarray(m), jnp.asarray(v))
+    expected = np.array([_soft_oracle(lik, *c) for c in cases]).T
+    np.testing.assert_allclose(log_z, expected[0], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose((mean - expected[1]) / np.sqrt(expected[2]), 0.0, atol=1e-8)
+    np.testing.assert_allclose(var, expected[2], rtol=1e-8)
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
+def test_soft_label_ep_on_one_case_is_exact():
+    log_z, mean, var = _soft_oracle(PROBIT, 0.3, 0.0, float(KERNEL.variance))
+    post = gpc.infer(gpc.EP(), KERNEL, _soft(PROBIT), X[:1], np.array([0.3]))
+    np.testing.assert_allclose(post.log_marginal, log_z, rtol=1e-9)
+    latent_mean, latent_var = post.latent(X[:1])
+    np.testing.assert_allclose(latent_mean, mean, rtol=1e-8)
+    np.testing.assert_allclose(latent_var, var, rtol=1e-8)
+
+
+@pytest.mark.parametrize("method", [gpc.Laplace(), gpc.EP(), gpc.KL()], ids=["laplace", "ep", "kl"])
+def test_soft_label_gradients(method):
+    @jax.jit
+    def value_and_grad(params):
+        return jax.value_and_grad(
+            lambda p: gpc.infer(method, se_kernel(*p), _soft(LOGISTIC), X, S).log_marginal)(params)
+
+    assert_directional_derivatives(value_and_grad, jnp.array([np.log(2.0), np.log(1.5)]), h=1e-5, rtol=1e-5)
+
+
+def test_soft_labels_refused():
+    with pytest.raises(Exception, match="probabilities in .0, 1."):
+        gpc.infer(gpc.Laplace(), KERNEL, _soft(PROBIT), X, S + 0.5)
+    with pytest.raises(gpc.GPClassError, match="weights: supported for the binary likelihoods"):
+        gpc.infer(gpc.Laplace(), KERNEL, _soft(PROBIT), X, S, weights=W)
+    masked = gpc.infer(gpc.Laplace(), KERNEL, _soft(PROBIT), X, S, mask=W > 0)
+    kept = gpc.infer(gpc.Laplace(), KERNEL, _soft(PROBIT), X[W > 0], S[W > 0])
+    np.testing.assert_allclose(masked.log_marginal, kept.log_marginal, rtol=1e-12)
