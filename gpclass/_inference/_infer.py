@@ -57,8 +57,8 @@ def infer(
         weights: optional case weights of shape (n,), finite and >= 0 (not all
             0): case i enters as the power likelihood p(y_i|f_i)^{w_i}
             (``gpclass.likelihoods._weighted``).  A weight 0 leaves the case
-            out (as ``mask``); with Laplace and KL a whole number k is exactly
-            k copies of the case (the same posterior, ``log_marginal`` and
+            out (as ``mask``); with Laplace and KL and a dense prior a whole
+            number k is exactly k copies of the case (the same posterior, ``log_marginal`` and
             predictions); EP is power EP, whose site matches the tilted
             distribution of p^w as a whole (for w = 2 not the same as two
             sites; for fractional w its moments by quadrature).  Binary
