@@ -297,3 +297,19 @@ def test_soft_labels_refused():
     masked = gpc.infer(gpc.Laplace(), KERNEL, _soft(PROBIT), X, S, mask=W > 0)
     kept = gpc.infer(gpc.Laplace(), KERNEL, _soft(PROBIT), X[W > 0], S[W > 0])
     np.testing.assert_allclose(masked.log_marginal, kept.log_marginal, rtol=1e-12)
+
+
+def test_weights_under_vmap():
+    """Weights ride on the labels, so a batch of weight vectors is one vmapped call (EP's sweep slices them)."""
+    ws = np.stack([W, np.linspace(0.1, 2.0, 8)])
+    batched = jax.vmap(lambda w: gpc.infer(gpc.EP(), KERNEL, PROBIT, X, Y, weights=w).log_marginal)(ws)
+    for w, value in zip(ws, batched):
+        np.testing.assert_allclose(value, gpc.infer(gpc.EP(), KERNEL, PROBIT, X, Y, weights=w).log_marginal,
+                                   rtol=1e-10)
+
+
+def test_ordinal_and_softmax_refuse_weights():
+    with pytest.raises(gpc.GPClassError, match="weights: supported for the binary likelihoods"):
+        gpc.infer(gpc.Laplace(), KERNEL, gpc.likelihoods.Ordinal(3), X, np.arange(8) % 3, weights=W)
+    with pytest.raises(gpc.GPClassError, match="weights: supported .* got Laplace with Softmax"):
+        gpc.infer(gpc.Laplace(), KERNEL, gpc.likelihoods.Softmax(3), X, np.arange(8) % 3, weights=W)

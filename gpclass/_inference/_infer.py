@@ -125,7 +125,7 @@ def apply_mask(method, likelihood, y, mask, checks, weights=None):
     if weights is None:
         checks.fail_if(~jnp.any(mask), "mask: every case is left out.")
         return jnp.where(mask, y, likelihood.left_out_label).astype(y.dtype), Masked(likelihood)
-    if not likelihood.binary or likelihood.left_out_label != 0.0 or not getattr(likelihood, "weighted_labels", True):
+    if not likelihood.binary or likelihood.left_out_label != 0.0 or not likelihood.weighted_labels:
         raise GPClassError(f"weights: supported for the binary likelihoods with labels +-1 (Logistic, Probit, "
                            f"Heaviside, LabelNoise); got {type(likelihood).__name__}.")
     weights = jnp.asarray(weights)
