@@ -61,7 +61,6 @@ from ._types import Array, Float, Int
 from ._validation import Checks, check_inputs, check_two_classes, require_setting
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood
-from .likelihoods._masked import Masked
 
 _RUNNING = -1  # internal: the loop goes on
 
@@ -113,6 +112,7 @@ def fit(
     throw: bool = True,
     key=None,
     mask=None,
+    weights=None,
     progress: bool | Callable[[dict], None] | Progress | None = None,
     verbose: bool = False,
 ) -> FitResult:
@@ -181,6 +181,9 @@ def fit(
             wherever the caller handles the status itself).
         mask: optional booleans (n,), ``False`` for left-out cases (padding of
             ragged data sets under ``vmap``), as in :func:`gpclass.infer`.
+        weights: optional case weights (n,), finite and >= 0, as in
+            :func:`gpclass.infer` (the power likelihood p(y_i|f_i)^{w_i}); cases of
+            weight 0 count as left out for the two-class check.
         key: PRNG key for methods with randomness (the same key every step,
             so the objective stays a deterministic function of theta).
         progress: ``None`` (silent, the default), ``True`` (a line on stderr
@@ -212,7 +215,9 @@ def fit(
     X = check_inputs(X, checks=checks)
     kernel.parameter_checks(checks)
     likelihood.parameter_checks(checks)
-    y, _ = apply_mask(method, likelihood, likelihood.check_labels(y, X.shape[0], X.dtype, checks), mask, checks)
+    y, solve_likelihood = apply_mask(method, likelihood, likelihood.check_labels(y, X.shape[0], X.dtype, checks),
+                                     mask, checks, weights)
+    wrapper = None if solve_likelihood is likelihood else type(solve_likelihood)
     y = check_two_classes(y, checks, likelihood.one_class(y))
     dtype = X.dtype
     gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
@@ -241,7 +246,7 @@ def fit(
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
     every = None if progress is None else every_for(progress, max_steps)
     result = run(MarginalLikelihoodAscent(
-        method, static, from_free, unravel, X, y, mask, key, log_prior, warm_start_inner, lo, hi, gtol, ftol,
+        method, static, from_free, unravel, X, y, wrapper, key, log_prior, warm_start_inner, lo, hi, gtol, ftol,
         strategy, z0, max_steps, progress, every,
     ))
     return raise_unless_successful(result, result.status, "fit") if throw else result
@@ -276,7 +281,7 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
     unravel: Callable
     X: Array
     y: Array
-    mask: Array | None
+    wrapper: type | None  # mask or weights: likelihoods._masked.Masked or _weighted.Weighted, which the labels are for
     key: Array | None
     log_prior: Callable | None
     warm_start_inner: bool
@@ -299,7 +304,7 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
         # -inf (an infeasible point the line search backs off from), not an exception, and the solution's
         # status says so.  The loop carries the solution (the fields computed from K), not the posterior.
         kernel, likelihood = self.build(z)
-        solve_likelihood = likelihood if self.mask is None else Masked(likelihood)
+        solve_likelihood = likelihood if self.wrapper is None else self.wrapper(likelihood)
         start = init if self.warm_start_inner else None
         op = prior_covariance(kernel, likelihood, self.X, self.y)
         solution = solve(self.method, op, solve_likelihood, likelihood.site_labels(self.y, self.X.dtype), start,

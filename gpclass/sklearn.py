@@ -104,14 +104,18 @@ one-vs-one starts from the same draws (as scikit-learn's with an integer
 class frequencies' quantiles of its prior predictive (see above). k = 0 is the
 single fit, unchanged.
 
-Sample weights are whole numbers, meaning repeated cases: a weight k >= 0 fits
-the model to k copies of the case (0 leaves it out).  This is exact for every
-method (copies of one input have one latent value under the prior), costs
-what the repeated data set costs, and is what scikit-learn's checks ask of a
-weight.  A fractional weight has no such meaning here and is an error, and
-so are weights that would expand the training set beyond the larger of its
-size and 20 000 cases (``MAX_REPEATED_CASES``): a weight of 1e6 on ten cases
-would otherwise ask for 10^7 cases.
+Sample weights (times the ``class_weight`` of each case's class) are case
+weights: a whole number k >= 0 means k copies of the case (0 leaves it out),
+as scikit-learn's checks ask of a weight.  With binary, one-vs-rest and one-vs-one models
+and ``method="laplace"`` or ``"kl"`` every weight goes to ``gpc.fit``'s
+``weights`` (the power likelihood p(y|f)^w: exactly k copies for a whole
+number k, without the copies' cost).  With ``method="ep"`` whole-number
+weights repeat the cases (power EP with w = 2 is not EP on two copies) and
+fractional ones are power EP's.  For the softmax, the ordinal model and
+``method="jj"`` the weights must be whole numbers (repeated cases).  Repeating
+may not expand the training set beyond the larger of its size and 20 000
+cases (``MAX_REPEATED_CASES``): a weight of 1e6 on ten cases would otherwise
+ask for 10^7 cases.
 """
 
 import itertools
@@ -129,6 +133,7 @@ try:
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process.kernels import CompoundKernel
     from sklearn.utils import check_random_state
+    from sklearn.utils.class_weight import compute_sample_weight
     from sklearn.utils.metaestimators import available_if
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -158,6 +163,12 @@ EXPECTED_FAILED_CHECKS = {
         "decision_function is the latent mean E[f*]; predict_proba averages the sigmoid over the latent Gaussian, "
         "whose variance differs between test points, so a point with a larger mean but a larger variance can have "
         "a smaller probability: the two orders need not agree (they agree in sign: p > 1/2 exactly when E[f*] > 0)."
+    ),
+    "check_class_weight_classifiers": (
+        "the check's class weights {0: 1000, 1: 1e-4, 2: 1e-4} are not whole numbers, which the softmax (its "
+        "three-class problem) refuses (fractional weights need a binary or one-vs-rest model); on its two-class "
+        "problem (wide, unscaled blobs) the fixed default length scale leaves most test points near p = 1/2, so "
+        "class 0 need not win 87 % of them (measured with optimize=False)."
     ),
 }
 
@@ -231,6 +242,11 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         random_state: seeds those draws and the starts of
             ``n_restarts_optimizer`` (an int, a ``numpy.random.RandomState`` or
             ``None``); nothing else is random.
+        class_weight: ``None``, ``"balanced"`` (class c's cases weighted by
+            n_samples / (n_classes * n_c), scikit-learn's formula) or a dict
+            {class: weight}; multiplies ``sample_weight`` (see the module notes
+            on weights).  E.g. ``GaussianProcessClassifier(class_weight="balanced")``
+            for a rare class.
 
     Fitted attributes:
         classes_: the sorted labels (any values, strings too); ``n_features_in_``
@@ -303,6 +319,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         dtype="float64",
         mc_samples=2000,
         random_state=None,
+        class_weight=None,
     ):
         self.kernel = kernel
         self.method = method
@@ -315,6 +332,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         self.dtype = dtype
         self.mc_samples = mc_samples
         self.random_state = random_state
+        self.class_weight = class_weight
 
     # ---------------------------------------------------------------- fitting
 
@@ -324,68 +342,21 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         ordinal = self._ordinal()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
-        X, y = _repeat_by_weight(X, y, sample_weight)
+        weight = _case_weights(X, y, sample_weight, self.class_weight)
+        if weight is not None:  # weight 0 leaves a case out, whatever the method
+            X, y, weight = X[weight > 0], y[weight > 0], weight[weight > 0]
         self.classes_, y_index = np.unique(y, return_inverse=True)
         num_classes = len(self.classes_)
-        if num_classes < 2:
-            raise GPClassError(
-                f"{type(self).__name__} needs cases of at least 2 classes, but the data contain only one class "
-                f"({self.classes_[0]!r}): ML-II has no finite maximiser there, and the classifier would be constant."
-            )
-        softmax = num_classes > 2 and self.multi_class == "softmax" and not ordinal
-        if softmax and not method.multiclass:
-            raise GPClassError(
-                f"multi_class='softmax' (for {num_classes} classes) needs method='laplace', the one method for the "
-                f"softmax likelihood; got {self.method!r}. Use multi_class='one_vs_rest' or 'one_vs_one' with other "
-                "methods."
-            )
-        if softmax and not isinstance(likelihood, Logistic):
-            raise GPClassError(
-                "multi_class='softmax' is the multi-class logistic model; for likelihood='probit' with "
-                f"{num_classes} classes use multi_class='one_vs_rest' or 'one_vs_one'."
-            )
+        softmax = self._softmax(num_classes, method, likelihood, ordinal)
+        repeat = softmax or ordinal or not method.supports_mask or isinstance(method, EP) and _whole_numbers(weight)
+        if weight is not None and repeat:
+            rows = _repeat_rows(weight, method, softmax, ordinal)
+            X, y, y_index, weight = X[rows], y[rows], y_index[rows], None
         X = X.astype(dtype)
-        # Binary and ordinal models are fitted on the cases padded to a few sizes (masked out: exact), so that
-        # training sets of nearby sizes (cross-validation folds) share one compiled program; softmax and JJ take
-        # no mask.  One-vs-one pads each pair's cases.
-        mask = None
-        one_vs_one = num_classes > 2 and self.multi_class == "one_vs_one"
-        start_cutpoints = _start_cutpoints(y_index, num_classes) if ordinal else None
-        n = len(y)
-        if not softmax and not one_vs_one and method.supports_mask:
-            X, y_index, mask = _padded_training_data(X, y_index)
-        names, pairs = [None], None
+        weight = None if weight is None else weight.astype(dtype)
         with _precision(dtype):
             kernel = self._initial_kernel(X.shape[1], dtype)
-            starts = self._random_starts(kernel, X.shape[1], dtype)  # [] without restarts
-            if ordinal:
-                likelihood = _ordinal_start(kernel, X[:n], start_cutpoints, dtype)
-                starts = [(k, _ordinal_start(k, X[:n], start_cutpoints, dtype)) for k in starts]
-                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, starts)]
-            elif softmax:
-                likelihood = Softmax(num_classes)
-                starts = [(k, likelihood) for k in starts]
-                models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, starts)]
-            else:
-                starts = [(k, likelihood) for k in starts]
-                if num_classes == 2:
-                    models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype), mask,
-                                            starts)]
-                elif one_vs_one:  # one binary model per pair (i < j) on the pair's cases, classes_[j] positive
-                    pairs = tuple(itertools.combinations(range(num_classes), 2))
-                    names = [f"classes {self.classes_[i]!r} vs {self.classes_[j]!r}" for i, j in pairs]
-                    models = []
-                    for i, j in pairs:
-                        rows = np.flatnonzero((y_index == i) | (y_index == j))
-                        X_pair, y_pair, mask_pair = X[rows], _binary(y_index[rows] == j, dtype), None
-                        if method.supports_mask:
-                            X_pair, y_pair, mask_pair = _padded_training_data(X_pair, y_pair)
-                        models.append(self._fit_one(method, kernel, likelihood, X_pair, y_pair, mask_pair, starts))
-                else:  # one vs rest: one compiled program serves every class (same shapes)
-                    names = [f"class {c!r}" for c in self.classes_]
-                    models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype), mask,
-                                            starts)
-                              for c in range(num_classes)]
+            models, names, pairs = self._fit_models(method, kernel, likelihood, X, y_index, weight, softmax, ordinal)
         posteriors, kernels, likelihoods, values, statuses, start_values, start_statuses, best = zip(*models)
         single = len(models) == 1
         self.posterior_ = posteriors[0] if single else posteriors
@@ -409,6 +380,77 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             rng = check_random_state(self.random_state)
             self._normals = rng.standard_normal((half, num_classes)).astype(dtype)
         return self
+
+    def _softmax(self, num_classes, method, likelihood, ordinal):
+        """Whether the model is the softmax (several classes, ``multi_class="softmax"``, not ordinal), after
+        refusing what cannot be fitted: a single class, the softmax with a method or likelihood it lacks."""
+        softmax = num_classes > 2 and self.multi_class == "softmax" and not ordinal
+        if num_classes < 2:
+            raise GPClassError(
+                f"{type(self).__name__} needs cases of at least 2 classes, but the data contain only one class "
+                f"({self.classes_[0]!r}): ML-II has no finite maximiser there, and the classifier would be constant."
+            )
+        if softmax and not method.multiclass:
+            raise GPClassError(
+                f"multi_class='softmax' (for {num_classes} classes) needs method='laplace', the one method for the "
+                f"softmax likelihood; got {self.method!r}. Use multi_class='one_vs_rest' or 'one_vs_one' with other "
+                "methods."
+            )
+        if softmax and not isinstance(likelihood, Logistic):
+            raise GPClassError(
+                "multi_class='softmax' is the multi-class logistic model; for likelihood='probit' with "
+                f"{num_classes} classes use multi_class='one_vs_rest' or 'one_vs_one'."
+            )
+        return softmax
+
+    def _fit_models(self, method, kernel, likelihood, X, y_index, weight, softmax, ordinal):
+        """The fitted models (``_fit_one``'s tuples), their names for warnings (``[None]`` for one model) and the
+        one-vs-one pairs (or ``None``): one model for two classes, the softmax and the ordinal model, one per class
+        (one-vs-rest) or per pair of classes (one-vs-one) otherwise."""
+        dtype, num_classes = X.dtype, len(self.classes_)
+        # Binary and ordinal models are fitted on the cases padded to a few sizes (masked out: exact), so that
+        # training sets of nearby sizes (cross-validation folds) share one compiled program; softmax and JJ take
+        # no mask.  One-vs-one pads each pair's cases.
+        mask = None
+        one_vs_one = num_classes > 2 and self.multi_class == "one_vs_one"
+        start_cutpoints = _start_cutpoints(y_index, num_classes) if ordinal else None
+        n = len(y_index)
+        if not softmax and not one_vs_one and method.supports_mask:
+            X, y_index, mask, weight = _padded_training_data(X, y_index, weight)
+        names, pairs = [None], None
+        starts = self._random_starts(kernel, X.shape[1], dtype)  # [] without restarts
+        if ordinal:
+            likelihood = _ordinal_start(kernel, X[:n], start_cutpoints, dtype)
+            starts = [(k, _ordinal_start(k, X[:n], start_cutpoints, dtype)) for k in starts]
+            models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, starts, weight)]
+        elif softmax:
+            likelihood = Softmax(num_classes)
+            starts = [(k, likelihood) for k in starts]
+            models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, starts, weight)]
+        else:
+            starts = [(k, likelihood) for k in starts]
+            if num_classes == 2:
+                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == 1, dtype), mask,
+                                        starts, weight)]
+            elif one_vs_one:  # one binary model per pair (i < j) on the pair's cases, classes_[j] positive
+                pairs = tuple(itertools.combinations(range(num_classes), 2))
+                names = [f"classes {self.classes_[i]!r} vs {self.classes_[j]!r}" for i, j in pairs]
+                models = []
+                for i, j in pairs:
+                    rows = np.flatnonzero((y_index == i) | (y_index == j))
+                    X_pair, y_pair, mask_pair = X[rows], _binary(y_index[rows] == j, dtype), None
+                    weight_pair = None if weight is None else weight[rows]
+                    if method.supports_mask:
+                        X_pair, y_pair, mask_pair, weight_pair = _padded_training_data(X_pair, y_pair,
+                                                                                       weight_pair)
+                    models.append(self._fit_one(method, kernel, likelihood, X_pair, y_pair, mask_pair, starts,
+                                                weight_pair))
+            else:  # one vs rest: one compiled program serves every class (same shapes)
+                names = [f"class {c!r}" for c in self.classes_]
+                models = [self._fit_one(method, kernel, likelihood, X, _binary(y_index == c, dtype), mask,
+                                        starts, weight)
+                          for c in range(num_classes)]
+        return models, names, pairs
 
     def _random_starts(self, kernel, num_features, dtype):
         """The kernels that ``n_restarts_optimizer`` adds to ML-II's start, as gpclass kernels of the structure of
@@ -445,11 +487,12 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             starts.append(eqx.combine(jax.tree.unflatten(treedef, new), static))
         return starts
 
-    def _fit_one(self, method, kernel, likelihood, X, y, mask, starts=()):
+    def _fit_one(self, method, kernel, likelihood, X, y, mask, starts=(), weights=None):
         """(posterior, kernel, likelihood, log marginal likelihood, Status, the starts' log marginal likelihoods,
         their Statuses, the index of the start kept) of one model, as NumPy; ``mask`` (or ``None``) marks the
-        padding cases (``False``), which change nothing.  ``kernel`` is a gpclass kernel or the ``Translation`` of
-        a scikit-learn kernel, whose fixed hyperparameters and bounds the fit honours.  ``starts``: further
+        padding cases (``False``), which change nothing; ``weights`` (or ``None``) are case weights.  ``kernel`` is
+        a gpclass kernel or the ``Translation`` of a scikit-learn kernel, whose fixed hyperparameters and bounds
+        the fit honours.  ``starts``: further
         (gpclass kernel, likelihood) starts of ML-II (``n_restarts_optimizer``), fitted with the first in one
         vmapped call (``_fit_from_starts``) or, on a CPU, one after another; the best converged fit is kept
         (``_best_start``)."""
@@ -471,14 +514,15 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         if optimize and starts:
             kernels, likelihoods = zip((kernel, likelihood), *starts)
             if _vectorise_starts():  # one vmapped gpc.fit over the stacked starts
-                results = _fit_from_starts(method, _stacked(kernels), _stacked(likelihoods), X, y, mask,
+                results = _fit_from_starts(method, _stacked(kernels), _stacked(likelihoods), X, y, mask, weights,
                                            int(self.max_steps), options)
                 start_values = np.asarray(results.objective, np.float64)
                 start_statuses = np.asarray(results.status).astype(int)
                 best = _best_start(start_values, start_statuses)
                 result = jax.tree.map(lambda leaf: leaf[best], results)
             else:  # on a CPU: the single-start program, one start after another (faster there, nothing to compile)
-                fits = [_fit(method, k, lik, X, y, max_steps=int(self.max_steps), mask=mask, throw=False, **options)
+                fits = [_fit(method, k, lik, X, y, max_steps=int(self.max_steps), mask=mask, weights=weights,
+                             throw=False, **options)
                         for k, lik in zip(kernels, likelihoods)]
                 start_values = np.array([float(fit.objective) for fit in fits])
                 start_statuses = np.array([int(fit.status) for fit in fits])
@@ -488,12 +532,13 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             likelihood = result.likelihood
             start_statuses = tuple(Status(int(code)) for code in start_statuses)
         elif optimize:
-            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask, throw=False,
+            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask, weights=weights,
+                          throw=False,
                           **options)
             posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
             likelihood = result.likelihood
         else:
-            posterior = infer(method, kernel, likelihood, X, y, mask=mask, throw=False)
+            posterior = infer(method, kernel, likelihood, X, y, mask=mask, weights=weights, throw=False)
             value, status = posterior.log_marginal, posterior.info.status
         status = Status(int(status))
         if status == Status.FAILED:
@@ -744,11 +789,12 @@ def _vectorise_starts():
 
 
 @filter_jit
-def _fit_from_starts(method, kernels, likelihoods, X, y, mask, max_steps, options):
+def _fit_from_starts(method, kernels, likelihoods, X, y, mask, weights, max_steps, options):
     """``gpc.fit`` from each start (the leading axis of ``kernels`` and ``likelihoods``) on the same data in one
     vmapped call; ``throw=False``: each fit's status is in the result."""
     def one(kernel, likelihood):
-        return _fit(method, kernel, likelihood, X, y, max_steps=max_steps, mask=mask, throw=False, **options)
+        return _fit(method, kernel, likelihood, X, y, max_steps=max_steps, mask=mask, weights=weights, throw=False,
+                    **options)
 
     return eqx.filter_vmap(one)(kernels, likelihoods)
 
@@ -815,14 +861,15 @@ def _training_size(n):
     return -(-n // step) * step
 
 
-def _padded_training_data(X, y):
-    """X and y padded to ``_training_size`` rows with copies of the first case, and the mask (False on the
-    copies).  Masked cases have likelihood 1 (``gpc.infer``'s ``mask``): the posterior of the others, log q
-    and its gradient are those of the unpadded data, and their weights (alpha, W) are zero, so they change no
-    prediction."""
+def _padded_training_data(X, y, weight=None):
+    """X, y and the case weights (or ``None``) padded to ``_training_size`` rows with copies of the first case
+    (weight 0), and the mask (False on the copies).  Masked cases have likelihood 1 (``gpc.infer``'s ``mask``):
+    the posterior of the others, log q and its gradient are those of the unpadded data, and their weights
+    (alpha, W) are zero, so they change no prediction."""
     n = len(y)
     rows = np.concatenate([np.arange(n), np.zeros(_training_size(n) - n, dtype=int)])
-    return X[rows], y[rows], np.arange(len(rows)) < n
+    mask = np.arange(len(rows)) < n
+    return X[rows], y[rows], mask, None if weight is None else np.where(mask, weight[rows], 0).astype(weight.dtype)
 
 
 _BATCH = 4096  # test points per compiled call: bounds the memory of a prediction (softmax: O(C n m))
@@ -853,22 +900,35 @@ def _batched(fn, posterior, X, *args):
     return jax.tree.map(lambda *parts: np.concatenate(parts), *outputs)
 
 
-def _repeat_by_weight(X, y, sample_weight):
-    """Whole-number weights as repeated cases (0 drops a case); anything else is an error."""
-    if sample_weight is None:
-        return X, y
+def _case_weights(X, y, sample_weight, class_weight):
+    """``sample_weight`` times the weights of the cases' classes (``class_weight``), checked (finite, >= 0, not all
+    0); ``None`` when every weight is 1."""
+    if sample_weight is None and class_weight is None:
+        return None
     weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-    counts = np.rint(weight)
-    if not np.all(np.abs(weight - counts) <= 1e-8 * np.maximum(1.0, counts)):
-        raise GPClassError(
-            "sample_weight must hold whole numbers: a weight k means k copies of the case (exact for every "
-            "method); fractional weights are not supported by GaussianProcessClassifier."
-        )
-    counts = counts.astype(np.int64)
-    if np.all(counts == 1):
-        return X, y
-    if not np.any(counts):
+    if class_weight is not None:
+        weight = weight * compute_sample_weight(class_weight, y)
+    if not np.all(np.isfinite(weight)):
+        raise GPClassError("sample_weight must be finite.")
+    if not np.any(weight > 0):
         raise GPClassError("sample_weight is zero for every case: there is nothing to fit.")
+    return None if np.all(weight == 1.0) else weight
+
+
+def _whole_numbers(weight):
+    return bool(np.all(np.abs(weight - np.rint(weight)) <= 1e-8 * np.maximum(1.0, np.rint(weight))))
+
+
+def _repeat_rows(weight, method, softmax, ordinal):
+    """The rows of the data repeated by whole-number weights (``weight`` > 0); anything else is an error."""
+    if not _whole_numbers(weight):
+        model = "the softmax" if softmax else "the ordinal model" if ordinal else f"method={type(method).__name__}"
+        raise GPClassError(
+            f"sample_weight (times class_weight) must hold whole numbers for {model}: a weight k means k copies of "
+            "the case; fractional weights (the power likelihood p(y|f)^w) need a binary or one-vs-rest model with "
+            "method='laplace', 'ep' or 'kl'."
+        )
+    counts = np.rint(weight).astype(np.int64)
     total, limit = int(np.sum(counts)), max(len(counts), MAX_REPEATED_CASES)
     if total > limit:
         raise GPClassError(
@@ -877,10 +937,10 @@ def _repeat_by_weight(X, y, sample_weight):
             "dense prior over 20 000 cases already holds 3.2 GB). Scale the weights down to the repeat counts you "
             "mean, or drop the weights."
         )
-    return np.repeat(X, counts, axis=0), np.repeat(y, counts, axis=0)
+    return np.repeat(np.arange(len(counts)), counts)
 
 
-# The most cases whole-number weights may expand a training set to (see _repeat_by_weight).
+# The most cases whole-number weights may expand a training set to (see _repeat_rows).
 MAX_REPEATED_CASES = 20_000
 
 

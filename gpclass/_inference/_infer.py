@@ -10,6 +10,7 @@ from .._validation import Checks, check_inputs
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood
 from ..likelihoods._masked import Masked
+from ..likelihoods._weighted import Weighted
 from ._base import AbstractInference
 from ._posterior import AbstractPosterior
 
@@ -25,6 +26,7 @@ def infer(
     init=None,
     key=None,
     mask=None,
+    weights=None,
     throw: bool = True,
 ) -> AbstractPosterior:
     """Approximate the posterior over latent values for training data (X, y).
@@ -52,6 +54,17 @@ def infer(
             (the padding of ragged data sets stacked for ``vmap``): it changes
             neither the posterior of the other cases nor ``log_marginal``, as
             if it were not there.  Binary likelihoods with Laplace, EP and KL.
+        weights: optional case weights of shape (n,), finite and >= 0 (not all
+            0): case i enters as the power likelihood p(y_i|f_i)^{w_i}
+            (``gpclass.likelihoods._weighted``).  A weight 0 leaves the case
+            out (as ``mask``); with Laplace and KL and a dense prior a whole
+            number k is exactly k copies of the case (the same posterior, ``log_marginal`` and
+            predictions); EP is power EP, whose site matches the tilted
+            distribution of p^w as a whole (for w = 2 not the same as two
+            sites; for fractional w its moments by quadrature).  Binary
+            likelihoods with Laplace, EP and KL; combines with ``mask``.
+            E.g. ``gpc.infer(gpc.Laplace(), kernel, Probit(), X, y,
+            weights=jnp.array([1.0, 0.5, 2.0]))``.
         throw: raise (``eqx.branched_error_if``: also inside jit and vmap) unless
             ``posterior.info.status`` is ``gpc.Status.CONVERGED`` (for MCMC and
             AIS: every value finite).  The check is attached to every array of
@@ -75,7 +88,7 @@ def infer(
     kernel.parameter_checks(checks)
     likelihood.parameter_checks(checks)
     kernel.check_inputs(X)
-    labels, solve_likelihood = apply_mask(method, likelihood, y, mask, checks)
+    labels, solve_likelihood = apply_mask(method, likelihood, y, mask, checks, weights)
     op = prior_covariance(kernel, likelihood, X, labels)
     solution = solve(method, op, solve_likelihood, likelihood.site_labels(labels, X.dtype), init, key, checks)
     posterior = likelihood.condition(solution, kernel, X, labels)
@@ -91,23 +104,40 @@ def solve_posterior(
     return likelihood.condition(solution, kernel, X, y)
 
 
-def apply_mask(method, likelihood, y, mask, checks):
+def apply_mask(method, likelihood, y, mask, checks, weights=None):
     """Labels with the left-out cases set to ``likelihood.left_out_label``, and the likelihood that ignores them
-    (``likelihoods._masked``)."""
-    if mask is None:
+    (``likelihoods._masked``); with ``weights``, the labels times the weights (0 where masked) and the
+    power likelihood (``likelihoods._weighted``)."""
+    if mask is None and weights is None:
         return y, likelihood
+    what = "mask" if weights is None else "weights"
     if not likelihood.labels_per_input:
-        raise GPClassError(f"mask: not for {type(likelihood).__name__}, whose labels are not one per row of X; "
+        raise GPClassError(f"{what}: not for {type(likelihood).__name__}, whose labels are not one per row of X; "
                            "leave the unwanted labels out instead.")
     if likelihood.num_latent != 1 or not method.supports_mask:
-        raise GPClassError(f"mask: supported for binary likelihoods with gpc.Laplace(), gpc.EP() and gpc.KL(); got "
-                           f"{type(method).__name__} with {type(likelihood).__name__}.")
-    mask = jnp.asarray(mask)
-    if mask.shape != y.shape or not (mask.dtype == bool or jnp.issubdtype(mask.dtype, jnp.integer)):
-        raise GPClassError(f"mask must be booleans of shape {y.shape}; got {mask.dtype} of shape {mask.shape}.")
-    mask = mask.astype(bool)
-    checks.fail_if(~jnp.any(mask), "mask: every case is left out.")
-    return jnp.where(mask, y, likelihood.left_out_label).astype(y.dtype), Masked(likelihood)
+        raise GPClassError(f"{what}: supported for binary likelihoods with gpc.Laplace(), gpc.EP() and gpc.KL(); "
+                           f"got {type(method).__name__} with {type(likelihood).__name__}.")
+    if mask is not None:
+        mask = jnp.asarray(mask)
+        if mask.shape != y.shape or not (mask.dtype == bool or jnp.issubdtype(mask.dtype, jnp.integer)):
+            raise GPClassError(f"mask must be booleans of shape {y.shape}; got {mask.dtype} of shape {mask.shape}.")
+        mask = mask.astype(bool)
+    if weights is None:
+        checks.fail_if(~jnp.any(mask), "mask: every case is left out.")
+        return jnp.where(mask, y, likelihood.left_out_label).astype(y.dtype), Masked(likelihood)
+    if not likelihood.binary or likelihood.left_out_label != 0.0 or not likelihood.weighted_labels:
+        raise GPClassError(f"weights: supported for the binary likelihoods with labels +-1 (Logistic, Probit, "
+                           f"Heaviside, LabelNoise); got {type(likelihood).__name__}.")
+    weights = jnp.asarray(weights)
+    if weights.shape != y.shape or not (jnp.issubdtype(weights.dtype, jnp.number) and weights.dtype != bool):
+        raise GPClassError(f"weights must be numbers of shape {y.shape}; got {weights.dtype} of shape "
+                           f"{weights.shape}.")
+    weights = weights.astype(y.dtype)
+    checks.fail_if(~jnp.isfinite(weights) | (weights < 0), "weights must be finite and >= 0.")
+    if mask is not None:
+        weights = jnp.where(mask, weights, 0.0)
+    checks.fail_if(~jnp.any(weights > 0), "weights: every case has weight 0 (or is left out).")
+    return y * weights, Weighted(likelihood)
 
 
 def prior_covariance(kernel, likelihood, X, y):

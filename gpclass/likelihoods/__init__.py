@@ -10,9 +10,10 @@ from ._mackay import mackay_probability
 from ._ordinal import Ordinal
 from ._preference import Preference
 from ._probit import Probit
+from ._soft_labels import SoftLabels
 from ._softmax import Softmax
 
 __all__ = [
-    "AbstractLikelihood", "Heaviside", "LabelNoise", "Logistic", "Ordinal", "Preference", "Probit", "Softmax",
-    "mackay_probability",
+    "AbstractLikelihood", "Heaviside", "LabelNoise", "Logistic", "Ordinal", "Preference", "Probit", "SoftLabels",
+    "Softmax", "mackay_probability",
 ]
