@@ -6,7 +6,7 @@
 For each size n: standardised Ionosphere cases (seed 0), scikit-learn's kernel ConstantKernel(1, (1e-2, 1e3))
 * RBF(sqrt(d), (1e-2, 1e2)).  Timed (compilation apart: each is run once first, then the median of 3 runs):
 ``GaussianProcessClassifier(kernel, n_restarts_optimizer=k, random_state=0).fit`` (Laplace, logistic: all
-k + 1 starts in one jax.vmap-ed gpc.fit, ``gpclass.sklearn.VECTORISE_STARTS = True``, the default off a CPU;
+k + 1 starts in one jax.vmap-ed gpc.fit, ``vmap_restarts=True``, the default off a CPU;
 and one after another, ``False``, the default on a CPU); a Python loop of single-start estimators from the same
 k + 1 starts (the same single-start program, one fit at a time, plus the estimator's overhead per fit);
 scikit-learn's ``GaussianProcessClassifier(kernel,
@@ -43,7 +43,6 @@ def main():
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
     import gpclass as gpc
-    import gpclass.sklearn
     from gpclass.sklearn import GaussianProcessClassifier
 
     warnings.simplefilter("ignore", ConvergenceWarning)
@@ -58,8 +57,8 @@ def main():
             return ConstantKernel(1.0, (1e-2, 1e3)) * RBF(np.sqrt(d), (1e-2, 1e2))
 
         def restarted(vectorise):
-            gpclass.sklearn.VECTORISE_STARTS = vectorise
-            return GaussianProcessClassifier(kernel(), n_restarts_optimizer=args.restarts, random_state=0).fit(X, y)
+            return GaussianProcessClassifier(kernel(), n_restarts_optimizer=args.restarts, random_state=0,
+                                             vmap_restarts=vectorise).fit(X, y)
 
         rng = np.random.RandomState(0)
         bounds = kernel().bounds
@@ -82,7 +81,6 @@ def main():
                 t0 = time.perf_counter()
                 outputs[name] = fn()
                 runs[name].append(time.perf_counter() - t0)
-        gpclass.sklearn.VECTORISE_STARTS = None
         serial_time, vmapped_time, loop_time = (float(np.median(runs[name])) for name in configs)
         clf, clf_vmap, loop_values = outputs["serial"], outputs["vmapped"], outputs["loop"]
         sklearn_time, sk = timed(lambda: SklearnGPC(kernel(), n_restarts_optimizer=args.restarts,

@@ -93,8 +93,8 @@ fitting the starts one after another (a vectorised while loop runs every start
 until the slowest stops, and batched factorisations are slower there:
 ``benchmarks/restarts.py``, as ``gpc.sharded_vmap`` fits one problem at a time
 on a CPU), the single-start program runs once per start, which also compiles
-nothing new. ``gpclass.sklearn.VECTORISE_STARTS = True`` forces the vmapped
-call (``False`` the loop). The kept fit is the one with the largest log
+nothing new. ``vmap_restarts=True`` forces the vmapped call (``False`` the
+loop). The kept fit is the one with the largest log
 marginal likelihood among those whose status is CONVERGED or AT_BOUND (ties to
 the earliest start); if none converged, the largest finite one that did not
 fail, with a ``ConvergenceWarning`` naming its status; if every start failed,
@@ -239,6 +239,10 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             with ``optimize=False`` or a kernel without a fitted hyperparameter.
         dtype: ``"float64"`` or ``"float32"``: the precision of every computation.
         mc_samples: Monte Carlo draws for softmax probabilities (see the module notes).
+        vmap_restarts: how the starts of ``n_restarts_optimizer`` are fitted:
+            ``True`` in one ``jax.vmap``-ed ``gpc.fit``, ``False`` one after
+            another, ``None`` (the default) the first off a CPU and the second
+            on a CPU (see the module notes).  The fits are the same.
         random_state: seeds those draws and the starts of
             ``n_restarts_optimizer`` (an int, a ``numpy.random.RandomState`` or
             ``None``); nothing else is random.
@@ -320,6 +324,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         mc_samples=2000,
         random_state=None,
         class_weight=None,
+        vmap_restarts=None,
     ):
         self.kernel = kernel
         self.method = method
@@ -333,6 +338,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         self.mc_samples = mc_samples
         self.random_state = random_state
         self.class_weight = class_weight
+        self.vmap_restarts = vmap_restarts
 
     # ---------------------------------------------------------------- fitting
 
@@ -513,7 +519,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         best = 0
         if optimize and starts:
             kernels, likelihoods = zip((kernel, likelihood), *starts)
-            if _vectorise_starts():  # one vmapped gpc.fit over the stacked starts
+            if _vmap_restarts(self.vmap_restarts):  # one vmapped gpc.fit over the stacked starts
                 results = _fit_from_starts(method, _stacked(kernels), _stacked(likelihoods), X, y, mask, weights,
                                            int(self.max_steps), options)
                 start_values = np.asarray(results.objective, np.float64)
@@ -776,15 +782,12 @@ def _stacked(trees):
     return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
 
 
-# How n_restarts_optimizer's starts are fitted: None chooses one vmapped gpc.fit over the stacked starts off a CPU,
-# and on a CPU the single-start program once per start (measured faster there: benchmarks/restarts.py, as
-# gpc.sharded_vmap's one problem at a time); True or False forces either.
-VECTORISE_STARTS = None
-
-
-def _vectorise_starts():
-    if VECTORISE_STARTS is not None:
-        return bool(VECTORISE_STARTS)
+def _vmap_restarts(setting):
+    """``vmap_restarts``: None chooses one vmapped gpc.fit over the stacked starts off a CPU, and on a CPU the
+    single-start program once per start (measured faster there: benchmarks/restarts.py, as gpc.sharded_vmap's
+    one problem at a time); True or False forces either."""
+    if setting is not None:
+        return bool(setting)
     return jax.default_backend() != "cpu"
 
 

@@ -13,7 +13,6 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 from sklearn.utils import check_random_state
 
 import gpclass as gpc
-import gpclass.sklearn
 from gpclass.sklearn import DEFAULT_START_BOUNDS, GaussianProcessClassifier, _best_start
 
 Status = gpc.Status
@@ -36,7 +35,7 @@ def _kernel():
     return ConstantKernel(1.0, (1e-2, 1e3)) * RBF(30.0, (1e-2, 1e2))
 
 
-def test_restarts_against_loop_of_fits(data, monkeypatch):
+def test_restarts_against_loop_of_fits(data):
     """The start objectives and statuses are those of gpc.fit run from each start alone (the first the kernel
     given, the others exp of scikit-learn's draw rng.uniform(log lower, log upper) per restart, in theta's
     order, from check_random_state(random_state)); the kept start is the argmax over the converged loop fits;
@@ -70,8 +69,8 @@ def test_restarts_against_loop_of_fits(data, monkeypatch):
     np.testing.assert_allclose(single.log_marginal_likelihood_value_, values[0], rtol=1e-10)
     # The starts vectorised by one jax.vmap-ed gpc.fit (the default off a CPU; on a CPU they run one after
     # another) give the same fits.
-    monkeypatch.setattr(gpclass.sklearn, "VECTORISE_STARTS", True)
-    vmapped = GaussianProcessClassifier(_kernel(), n_restarts_optimizer=restarts, random_state=3).fit(X, y)
+    vmapped = GaussianProcessClassifier(_kernel(), n_restarts_optimizer=restarts, random_state=3,
+                                        vmap_restarts=True).fit(X, y)
     np.testing.assert_allclose(vmapped.start_log_marginal_likelihoods_, values, rtol=1e-8)
     np.testing.assert_array_equal(np.array(vmapped.start_statuses_, int), statuses)
     assert vmapped.best_start_ == clf.best_start_
