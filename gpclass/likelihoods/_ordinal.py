@@ -1,4 +1,4 @@
-"""The ordinal (cumulative probit) likelihood for ordered labels 0..K-1 (Chu & Ghahramani 2005)."""
+"""The ordinal likelihood for ordered labels 0..K-1: cumulative probit (Chu & Ghahramani 2005) or logit."""
 
 import equinox as eqx
 import jax
@@ -9,7 +9,9 @@ from .._exceptions import GPClassError
 from .._types import Array, Bool, Float
 from .._validation import Checks, as_float, check_ordinal_labels
 from ._base import _F_TRANSITION, AbstractLikelihood
+from ._logistic import Logistic
 from ._probit import log_cdf_and_mills_ratio
+from ._tilted_quadrature import tilted_by_quadrature
 
 
 class Ordinal(AbstractLikelihood):
@@ -22,6 +24,12 @@ class Ordinal(AbstractLikelihood):
     cutpoint 0 and sigma = 1 it is ``Probit()`` with class 0 as label -1 and class 1 as +1.
 
     Labels are integers 0..K-1 (ints, or floats holding whole numbers), checked by :meth:`check_labels`.
+
+    ``link="logit"`` gives the cumulative logit model (McCullagh's proportional odds): Phi replaced by the
+    logistic sigma, p(y = k | f) = sigma((b_k - f) / sigma) - sigma((b_{k-1} - f) / sigma), noise with the
+    standard logistic distribution scaled by sigma (standard deviation pi sigma / sqrt 3).  log p is concave in f
+    too; EP's tilted moments and the predictive probabilities are then by quadrature (:meth:`tilted_moments`,
+    :meth:`predictive_probability`).  With K = 2, cutpoint 0 and sigma = 1 it is ``Logistic()``.
 
     Parameters (fitted by ``gpc.fit`` with the kernel): ``first_cutpoint`` b_1 (a real number, fitted on its own
     scale: declared ``unconstrained``), ``increments`` b_{j+1} - b_j > 0 (K - 2 of them, fitted in log space),
@@ -51,6 +59,7 @@ class Ordinal(AbstractLikelihood):
     """
 
     num_classes: int = eqx.field(static=True)
+    link: str = eqx.field(static=True)
     first_cutpoint: Float[Array, ""]
     increments: Float[Array, " K-2"]
     noise: Float[Array, ""]
@@ -60,9 +69,12 @@ class Ordinal(AbstractLikelihood):
     left_out_label = -1.0  # gpc.infer's mask: class 0 is a label here, so left-out cases are marked -1
     unconstrained = ("first_cutpoint",)  # gpc.fit fits b_1 on its own scale, the increments and sigma in log space
 
-    def __init__(self, num_classes: int, cutpoints=None, noise=1.0):
+    def __init__(self, num_classes: int, cutpoints=None, noise=1.0, link: str = "probit"):
         if not isinstance(num_classes, (int, np.integer)) or isinstance(num_classes, bool) or num_classes < 2:
             raise GPClassError(f"Ordinal needs an integer num_classes >= 2; got {num_classes!r}.")
+        if link not in ("probit", "logit"):
+            raise GPClassError(f"Ordinal: link must be 'probit' or 'logit'; got {link!r}.")
+        self.link = link
         num_classes = int(num_classes)
         if cutpoints is None:
             cutpoints = np.arange(1, num_classes) - 0.5 * num_classes
@@ -78,9 +90,9 @@ class Ordinal(AbstractLikelihood):
         self.noise = jnp.asarray(noise, noise.dtype)  # not weakly typed: one jit cache entry, however given
 
     @classmethod
-    def from_parameters(cls, num_classes: int, first_cutpoint, increments, noise=1.0) -> "Ordinal":
+    def from_parameters(cls, num_classes: int, first_cutpoint, increments, noise=1.0, link="probit") -> "Ordinal":
         """The likelihood from its own parameters (b_1, the positive increments, sigma), without a cumulative sum."""
-        lik = cls(num_classes, noise=noise)
+        lik = cls(num_classes, noise=noise, link=link)
         return eqx.tree_at(lambda t: (t.first_cutpoint, t.increments), lik,
                            (as_float(first_cutpoint), as_float(increments)))
 
@@ -153,8 +165,31 @@ class Ordinal(AbstractLikelihood):
         c = jnp.where(flip, 1.0, -1.0).astype(log_z.dtype)
         return log_z, hi, lo, c, ratio[1] / one_minus_q, ratio[0] * q / one_minus_q
 
+    def _logit_interval(self, y, f):
+        """The cumulative logit's log p(y|f) = log(sigma(z_b) - sigma(z_a)), its slope and W in f, elementwise.
+
+        sigma(b) - sigma(a) = sigma(b) sigma(-a) (1 - e^(a - b)) (both sides are (e^b - e^a) / ((1 + e^a)(1 + e^b))),
+        so log p = log sigma(z_b) + log sigma(-z_a) + log(-expm1(z_a - z_b)): no difference of probabilities,
+        and the last term does not depend on f (z_a - z_b = (b_{k-1} - b_k) / sigma).  With dz/df = -1/sigma,
+
+            d log p / df = (sigma(z_a) - sigma(-z_b)) / sigma,
+            W = (sigma(z_a) sigma(-z_a) + sigma(z_b) sigma(-z_b)) / sigma^2 > 0,
+
+        the terms of b_0 = -inf (class 0) and b_K = +inf (class K-1) dropped.
+        """
+        za, zb, first, last = self._bounds(y, f, self.noise)
+        log_p = (jnp.where(last, 0.0, jax.nn.log_sigmoid(zb)) + jnp.where(first, 0.0, jax.nn.log_sigmoid(-za))
+                 + jnp.where(first | last, 0.0, jnp.log(-jnp.expm1(jnp.where(first | last, -1.0, za - zb)))))
+        lower, upper = jnp.where(first, 0.0, jax.nn.sigmoid(za)), jnp.where(last, 0.0, jax.nn.sigmoid(-zb))
+        curvature = (jnp.where(first, 0.0, jax.nn.sigmoid(za) * jax.nn.sigmoid(-za))
+                     + jnp.where(last, 0.0, jax.nn.sigmoid(zb) * jax.nn.sigmoid(-zb)))
+        return log_p, (lower - upper) / self.noise, curvature / self.noise**2
+
     def log_prob(self, y, f):
-        """log p(y|f) = log(Phi((b_y - f)/sigma) - Phi((b_{y-1} - f)/sigma)), elementwise (y, f broadcast)."""
+        """log p(y|f) = log(Phi((b_y - f)/sigma) - Phi((b_{y-1} - f)/sigma)) (logit: sigma for Phi), elementwise
+        (y, f broadcast)."""
+        if self.link == "logit":
+            return self._logit_interval(y, f)[0]
         return self._interval(y, f, self.noise)[0]
 
     def derivatives(self, y, f):
@@ -166,6 +201,8 @@ class Ordinal(AbstractLikelihood):
         from g = Phi(hi) - Phi(lo) with g' = N(hi) - N(lo), g'' = lo N(lo) - hi N(hi).  For class 0 and class
         K-1 (B = 0) these are the probit's y r and r (z + r) (GPML Table 3.1), operation for operation.
         """
+        if self.link == "logit":
+            return self._logit_interval(y, f)
         log_p, hi, lo, c, A, B = self._interval(y, f, self.noise)
         return log_p, c * (A - B) / self.noise, (A * (hi + A) - B * (lo + 2.0 * A - B)) / self.noise**2
 
@@ -178,7 +215,13 @@ class Ordinal(AbstractLikelihood):
             var^ = var + var^2 d^2 log Z / d mean^2 = var - var^2 (A (hi + A) - B (lo + 2 A - B)) / s^2.
 
         For the extreme classes these are GPML eq. 3.58 (the probit's), operation for operation.
+
+        The logit link has no closed form: Gauss-Legendre panels that follow the tilted mode
+        (:func:`gpclass.likelihoods._tilted_quadrature.tilted_by_quadrature`).
         """
+        if self.link == "logit":
+            return tilted_by_quadrature(lambda f: self.log_prob(y[:, None], f), lambda f: self.derivatives(y, f),
+                                        self.transitions(y), mean, var)
         scale_sq = self.noise**2 + var
         scale = jnp.sqrt(scale_sq)
         log_z, hi, lo, c, A, B = self._interval(y, mean, scale)
@@ -202,8 +245,16 @@ class Ordinal(AbstractLikelihood):
 
     def predictive_probability(self, mean, var) -> Float[Array, "m K"]:
         """p(y* = k) = int p(y = k | f) N(f|mean, var) df = Phi(z_k) - Phi(z_{k-1}), z_j = (b_j - mean) /
-        sqrt(sigma^2 + var), for every class: shape (*mean.shape, K), rows summing to one (exact)."""
+        sqrt(sigma^2 + var), for every class: shape (*mean.shape, K), rows summing to one (exact).
+
+        Logit: p(y* <= k) = E[sigma((b_k - f) / sigma)], the logistic average of ``Logistic()`` at mean
+        (b_k - mean) / sigma and variance var / sigma^2 (to ~1e-12), and p(y* = k) their differences."""
         mean, var = jnp.asarray(mean), jnp.asarray(var)
+        if self.link == "logit":
+            z = (self.cutpoints - mean[..., None]) / self.noise
+            below = Logistic().predictive_probability(z, jnp.broadcast_to(var[..., None] / self.noise**2, z.shape))
+            ends = jnp.zeros_like(below[..., :1]), jnp.ones_like(below[..., :1])
+            return jnp.diff(jnp.concatenate([ends[0], below, ends[1]], axis=-1), axis=-1)
         scale = jnp.sqrt(self.noise**2 + var)
         classes = jnp.arange(self.num_classes, dtype=mean.dtype)
         return jnp.exp(self._interval(classes, mean[..., None], scale[..., None])[0])

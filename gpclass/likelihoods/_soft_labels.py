@@ -7,7 +7,7 @@ when the base likelihood is, as the logistic and probit are).  s = 1 and s = 0 a
 
 * Laplace and KL: exact (log p, slope and W = -d^2 log p / df^2 are the two terms' sums; so is E_q[log p]).
 * EP: the tilted distribution p(+1|f)^s p(-1|f)^(1-s) N(f|mean, var) has no closed form for 0 < s < 1; its
-  moments come from ``likelihoods._weighted.tilted_by_quadrature`` (the hard labels keep the base's closed
+  moments come from ``likelihoods._tilted_quadrature.tilted_by_quadrature`` (the hard labels keep the base's closed
   form).
 """
 
@@ -18,7 +18,7 @@ from .._exceptions import GPClassError
 from .._types import Array, Bool, Float
 from .._validation import Checks
 from ._base import AbstractLikelihood
-from ._weighted import tilted_by_quadrature
+from ._tilted_quadrature import tilted_by_quadrature
 
 
 class SoftLabels(AbstractLikelihood):
@@ -86,8 +86,9 @@ class SoftLabels(AbstractLikelihood):
         return self.base.transitions(jnp.ones_like(y))
 
     def tilted_moments(self, y, mean, var):
-        """The base's closed form for the labels 0 and 1, else by quadrature (``_weighted.tilted_by_quadrature``:
-        log Z to 1e-9, mean and variance to 1e-8 against adaptive quadrature; ``tests/test_weights.py``)."""
+        """The base's closed form for the labels 0 and 1, else by quadrature
+        (``_tilted_quadrature.tilted_by_quadrature``: log Z to 1e-9, mean and variance to 1e-8 against adaptive
+        quadrature; ``tests/test_weights.py``)."""
         hard = self.base.tilted_moments(jnp.where(y >= 0.5, 1.0, -1.0).astype(y.dtype), mean, var)
 
         def log_lik(f):
