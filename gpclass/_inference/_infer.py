@@ -38,7 +38,7 @@ def infer(
             Gram matrix (finite, non-negative diagonal).  A sparse prior
             ``gpc.Sparse(kernel, Z)`` (FITC, VFE) gives a :class:`SparsePosterior`
             in O(n m^2) time (Laplace, EP, KL, JJ), or with ``Softmax(C)`` and
-            Laplace a :class:`SparseSoftmaxPosterior`.
+            Laplace or KL a :class:`SparseSoftmaxPosterior`.
         likelihood: a binary likelihood such as ``gpc.likelihoods.Logistic()``
             or ``Probit()``, or ``gpc.likelihoods.Softmax(C)`` (Laplace, KL, MCMC, AIS).
         X: inputs of shape (n, d), finite.
