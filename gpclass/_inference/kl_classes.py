@@ -38,8 +38,9 @@ exact expectation's.  A larger ``num_samples`` buys accuracy at O(n S C) per eva
 Solver (``ClassKLSolver``, the binary method's): Newton's method on the fixed point (2), (tau~, nu~) =
 T(tau~, nu~), its 2 n C x 2 n C system solved by GMRES (``krylov_steps`` products; a product is C products
 with each Sigma_c and one Hessian-vector product of (3)), or, where the prior is a matrix and 2 n C <=
-``MAX_FORMED``, formed from 2 n C such products and solved by LU (exact steps), safeguarded by the natural-gradient (CVI, Khan &
-Lin 2017) step s + beta (T(s) - s), beta halved until the ELBO does not decrease.  Gradients: the envelope
+``MAX_FORMED``, formed from 2 n C such products and solved by LU (exact steps); safeguarded by the
+natural-gradient (CVI, Khan & Lin 2017) step s + beta (T(s) - s), beta halved until the ELBO does not
+decrease.  Gradients: the envelope
 theorem (the converged sites held fixed) for the ELBO, the implicit function theorem at the fixed point
 for the posterior (``implicit_fixed_point``).
 """
