@@ -1,31 +1,37 @@
 """Gaussian KL inference for Softmax(C) (issue 36, item 2): q(F) = prod_c N(m_c, V_c), per-class sites.
 
 Oracles: a dense NumPy evaluation of the same bound (numpy.linalg, the rule's points), tensor Gauss-Hermite for
-the exact expectation and for log Z of three independent cases (``test_softmax_sampling.quadrature``), AIS and
-MCMC for a correlated problem, central differences for the gradient.  Every gpc.infer is traced into the tests'
-programs (``fast_infer``): one compilation per problem shape.
+the exact expectation and for log Z and the posterior of independent cases, AIS and MCMC on a correlated
+problem, central differences for the gradient.  Every dense problem here has n = 8 and C = 3, so ONE compiled
+program (:func:`solve`: gpc.infer and its gradient, vmapped over a batch of 5 problems) serves them all.
 """
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import FAST_COMPILE, fast_filter_jit, fast_infer
+from conftest import FAST_COMPILE, fast_filter_jit
 from scipy import special
-from test_softmax_sampling import X as X_INDEPENDENT
-from test_softmax_sampling import Y as Y_INDEPENDENT
-from test_softmax_sampling import quadrature
 
 import gpclass as gpc
 from gpclass._inference.kl_classes import elbo, rule_points
 
 LIK = gpc.likelihoods.Softmax(3)
-RNG = np.random.default_rng(3)
-X = RNG.normal(size=(8, 2))
-Y = np.array([0, 1, 2, 0, 1, 2, 0, 1])
-SHARED = gpc.kernels.SquaredExponential(2.0, 1.0)
 METHOD = gpc.KL()  # num_samples = 256, seed = 0
+X = np.random.default_rng(3).normal(size=(8, 2))
+Y = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+X_FAR = np.stack([40.0 * np.arange(8), np.zeros(8)], axis=1)  # independent cases under the prior
+Y_FAR = np.array([0, 1, 2, 2, 1, 0, 2, 2])
+X_HARD = np.concatenate([X[:4], X[:4]]) * 0.05  # duplicated rows, length scale 20 times the inputs' spread
+Y_HARD = np.array([0, 1, 2, 0, 1, 1, 2, 0])
 PARAMS = np.array([0.0, 0.0])
+SHARED = gpc.kernels.SquaredExponential(2.0, 1.0)
+BATCH = 5
+
+# Tensor Gauss-Hermite rule in 3 dimensions (40^3 nodes): E over N(0, I_3), exact to ~1e-12 for these integrands.
+_z, _w = np.polynomial.hermite_e.hermegauss(40)
+GH_NODES = np.stack(np.meshgrid(_z, _z, _z, indexing="ij"), -1).reshape(-1, 3)
+GH_WEIGHTS = np.prod(np.stack(np.meshgrid(_w, _w, _w, indexing="ij"), -1).reshape(-1, 3), 1) / (2 * np.pi) ** 1.5
 
 
 def per_class_kernel(params):
@@ -35,19 +41,24 @@ def per_class_kernel(params):
 
 
 @gpc.jit(compiler_options=FAST_COMPILE)
-def solve(params, X, y):
-    """KL with the PerClass kernel at ``params``: the posterior, d ELBO / d params (one program for all n = 8)."""
-    def log_marginal(params):
-        post = gpc.infer(METHOD, per_class_kernel(params), LIK, X, y)
-        return post.log_marginal, post
-    (_, post), grad = jax.value_and_grad(log_marginal, has_aux=True)(params)
-    return post, grad
+def _solve_batch(params, X, y):
+    def one(params, X, y):
+        def log_marginal(params):
+            post = gpc.infer(METHOD, per_class_kernel(params), LIK, X, y)
+            return post.log_marginal, post
+        (_, post), grad = jax.value_and_grad(log_marginal, has_aux=True)(params)
+        return post, grad, post._latent(X)
+    points = rule_points(jax.random.key(METHOD.seed), X.shape[1], METHOD.num_samples, LIK.num_classes, X.dtype)
+    return jax.vmap(one)(params, X, y), points
 
 
-# Tensor Gauss-Hermite rule in 3 dimensions (40^3 nodes): E over N(0, I_3), exact to ~1e-12 for these integrands.
-_z, _w = np.polynomial.hermite_e.hermegauss(40)
-GH_NODES = np.stack(np.meshgrid(_z, _z, _z, indexing="ij"), -1).reshape(-1, 3)
-GH_WEIGHTS = np.prod(np.stack(np.meshgrid(_w, _w, _w, indexing="ij"), -1).reshape(-1, 3), 1) / (2 * np.pi) ** 1.5
+def solve(problems):
+    """KL with the PerClass kernel for up to 5 problems (params, X, y), all n = 8, as ONE vmapped program (jit and
+    vmap): a list of (posterior, d ELBO / d params, the latent moments at X); and the rule's points (n, S, C)."""
+    padded = list(problems) + [problems[0]] * (BATCH - len(problems))
+    (posts, grads, latents), points = _solve_batch(*(np.stack(a) for a in zip(*padded)))
+    take = lambda tree, i: jax.tree.map(lambda a: a[i], tree)  # noqa: E731
+    return [(take(posts, i), grads[i], take(latents, i)) for i in range(len(problems))], np.asarray(points)
 
 
 def numpy_bound(K, tau, nu, y, expected):
@@ -85,35 +96,23 @@ def rule_expectation(y, z):
     return expected
 
 
-@fast_filter_jit
-def _rule_points(key, n):
-    return rule_points(key, n, METHOD.num_samples, 3, jnp.float64)
-
-
-def _points(n):
-    """The rule's points of METHOD for n cases (its seed 0)."""
-    return np.asarray(_rule_points(jax.random.key(0), n))
-
-
 def test_bound_against_numpy_and_optimality():
     """(1) The ELBO equals a dense NumPy evaluation of the same bound with the rule's points (1e-9) and, with the
     exact expectation (tensor Gauss-Hermite), differs by the rule's error only (< 0.03 for 8 cases; printed);
     the predictive means and variances at the training inputs are m and diag V, the classes uncorrelated.
     (2) Optimality: the ELBO's gradient in the sites is ~0 (< 1e-7) and 20 random perturbations of the sites
-    (0.05 standard deviation) lower the ELBO.  PerClass kernel (the shared one: the vmap and sparse tests)."""
+    (0.05 standard deviation) lower the ELBO.  (7) The problem is solved inside a vmapped batch."""
     kernel = per_class_kernel(PARAMS)
-    post, _ = solve(PARAMS, X, Y)
+    [(post, _, (mean, cov))], z = solve([(PARAMS, X, Y)])
     assert isinstance(post, gpc.SoftmaxPosterior) and int(post.info.status) == gpc.Status.CONVERGED
     tau, nu = (np.asarray(s) for s in post.warm_start)
     assert tau.shape == (3, 8) and np.all(tau >= 0)
     K = np.asarray(kernel.gram(X, X))
-    z = _points(8)
     same, m, v = numpy_bound(K, tau, nu, Y, rule_expectation(Y, z))
     exact, _, _ = numpy_bound(K, tau, nu, Y, gauss_hermite_expectation(Y))
     print("ELBO", float(post.log_marginal), "numpy (same rule)", same, "exact expectation", exact)
     np.testing.assert_allclose(float(post.log_marginal), same, rtol=1e-9)
     assert abs(float(post.log_marginal) - exact) < 0.03
-    mean, cov = post.latent(X)
     np.testing.assert_allclose(mean, m, atol=1e-8)
     np.testing.assert_allclose(cov, np.einsum("ic,cd->icd", v, np.eye(3)), atol=1e-8)
 
@@ -129,6 +128,34 @@ def test_bound_against_numpy_and_optimality():
         d_tau, d_nu = 0.05 * rng.normal(size=tau.shape), 0.05 * rng.normal(size=nu.shape)
         perturbed = value_and_grad((jnp.asarray(np.maximum(tau + d_tau, 0.0)), jnp.asarray(nu + d_nu)))[0]
         assert perturbed < value
+
+
+def test_below_log_z_of_independent_cases():
+    """(3) Eight cases 40 length scales apart are independent under the prior, so log Z is a sum of eight
+    3-dimensional integrals (tensor Gauss-Hermite, PerClass variances 1, 2, 3 and, second problem, 4, 8, 12):
+    the ELBO, with the rule and with the exact expectation at the same q, is below log Z and within 1.2 of it
+    (0.15 per case; printed: the gap); (5) the predictive probabilities at the training inputs are within 0.05
+    of the exact posterior's E[softmax(F_i) | y_i] (the KL posterior averaged by the tensor rule)."""
+    results, z = solve([(PARAMS, X_FAR, Y_FAR), (PARAMS + np.array([np.log(4.0), 0.0]), X_FAR, Y_FAR)])
+    for (post, _, _), scale in zip(results, [1.0, 4.0]):
+        variances = scale * np.array([1.0, 2.0, 3.0])
+        F = GH_NODES * np.sqrt(variances)
+        log_softmax = F - special.logsumexp(F, axis=1, keepdims=True)
+        log_z, true_p = 0.0, []
+        for y in Y_FAR:
+            log_w = np.log(GH_WEIGHTS) + log_softmax[:, y]
+            log_z += special.logsumexp(log_w)
+            true_p.append(np.exp(log_w - special.logsumexp(log_w)) @ np.exp(log_softmax))
+        tau, nu = (np.asarray(s) for s in post.warm_start)
+        K = np.asarray(per_class_kernel(np.log([scale, 1.0])).gram(X_FAR, X_FAR))
+        same, m, v = numpy_bound(K, tau, nu, Y_FAR, rule_expectation(Y_FAR, z))
+        exact, _, _ = numpy_bound(K, tau, nu, Y_FAR, gauss_hermite_expectation(Y_FAR))
+        p = np.stack([GH_WEIGHTS @ special.softmax(m[i] + GH_NODES * np.sqrt(v[i]), axis=1) for i in range(8)])
+        print("variances", variances, "log Z", log_z, "ELBO", float(post.log_marginal), "exact ELBO at q", exact,
+              "max |p - p_true|", np.max(np.abs(p - np.stack(true_p))))
+        np.testing.assert_allclose(float(post.log_marginal), same, rtol=1e-9)
+        assert exact < log_z and float(post.log_marginal) < log_z and log_z - exact < 1.2
+        np.testing.assert_allclose(p, np.stack(true_p), atol=0.05)
 
 
 @gpc.jit(compiler_options=FAST_COMPILE)
@@ -152,13 +179,12 @@ def test_against_ais_and_mcmc():
     3 standard errors at most) and within 0.5 of it (printed: the gap).  (5) Class probabilities at the 8
     training inputs within 0.05 of MCMC's (2000 samples, 4 chains), both averaged in NumPy (KL: 20000 draws of its
     latent Gaussian; MCMC: 10 draws of p(f*|F_s) per sample), Monte Carlo standard errors < 0.004."""
-    post, _ = solve(PARAMS, X, Y)
+    [(post, _, (mean, cov))], _ = solve([(PARAMS, X, Y)])
     log_z, se, mcmc = _samplers(jax.random.key(0))
     gap = float(log_z) - float(post.log_marginal)
     print("AIS log Z", float(log_z), "+-", float(se), "ELBO", float(post.log_marginal), "gap", gap)
     assert -3 * float(se) < gap < 0.5
     rng = np.random.default_rng(0)
-    mean, cov = post.latent(X)
     p_kl = _softmax_average(np.asarray(mean), np.diagonal(cov, axis1=1, axis2=2), rng, 20000)
     K = np.asarray(per_class_kernel(PARAMS).gram(X, X))  # (C, n, n); X* = X
     chol = np.asarray(mcmc.chol)  # the (jittered) prior's Cholesky factors the samples were drawn under
@@ -170,76 +196,46 @@ def test_against_ais_and_mcmc():
     np.testing.assert_allclose(p_kl, p_mcmc, atol=0.05)
 
 
-@gpc.jit(compiler_options=FAST_COMPILE)
-def _independent_cases(variances, key):
-    """KL on the three independent cases, vmapped over the kernel's variance: ELBO, sites and p(y*|x*) at X."""
-    def one(variance):
-        post = gpc.infer(METHOD, gpc.kernels.SquaredExponential(variance, 0.8), LIK, X_INDEPENDENT, Y_INDEPENDENT)
-        return post.log_marginal, post.warm_start, gpc.predict(post, X_INDEPENDENT, key=key), post.info.status
-    return jax.vmap(one)(variances)
-
-
-def test_vmap_and_log_z_quadrature():
-    """(3) Three independent cases (n = 3, C = 3: a product of three 3-dimensional problems), (7) vmapped over two
-    kernel variances: each ELBO equals the NumPy bound with the same rule (1e-9: the batch is computed right)
-    and, with the rule and with the exact expectation at the same q, is below log Z by tensor Gauss-Hermite and
-    within 0.2 of it (printed: the gap); the predictive probabilities at the training inputs are within 0.05 of
-    the exact posterior's."""
-    variances = np.array([2.0, 0.5])
-    values, (taus, nus), ps, statuses = _independent_cases(variances, jax.random.key(0))
-    assert np.all(np.asarray(statuses) == gpc.Status.CONVERGED)
-    z = _points(3)
-    for variance, value, tau, nu, p in zip(variances, values, taus, nus, ps):
-        truth = quadrature(np.full(3, variance))
-        log_z = sum(t[0] for t in truth)
-        K = np.asarray(gpc.kernels.SquaredExponential(variance, 0.8).gram(X_INDEPENDENT, X_INDEPENDENT))
-        same, _, _ = numpy_bound(K, np.asarray(tau), np.asarray(nu), Y_INDEPENDENT, rule_expectation(Y_INDEPENDENT, z))
-        exact, _, _ = numpy_bound(K, np.asarray(tau), np.asarray(nu), Y_INDEPENDENT,
-                                  gauss_hermite_expectation(Y_INDEPENDENT))
-        true_p = np.stack([t[3] for t in truth])
-        print("variance", variance, "log Z", log_z, "ELBO", float(value), "exact ELBO at q", exact,
-              "max |p - p_true|", np.max(np.abs(p - true_p)))
-        np.testing.assert_allclose(float(value), same, rtol=1e-9)
-        assert exact < log_z and float(value) < log_z and log_z - exact < 0.2
-        np.testing.assert_allclose(p, true_p, atol=0.05)
-
-
 def test_gradient_finite_differences():
     """(4) d ELBO / d (log variance, log length scale) against central differences (h = 1e-4, rtol 1e-5) on a
-    hard input: duplicated rows and a length scale 20 times the inputs' spread, PerClass kernel.  (1) The ELBO
-    there equals the NumPy bound with the same rule (1e-9; K is singular)."""
-    X_hard = np.concatenate([X[:4], X[:4]]) * 0.05
-    y_hard = np.array([0, 1, 2, 0, 1, 1, 2, 0])
-    params = np.array([np.log(3.0), 0.0])
-    post, grad = solve(params, X_hard, y_hard)
-    assert int(post.info.status) == gpc.Status.CONVERGED
+    hard input: duplicated rows and a length scale 20 times the inputs' spread, PerClass kernel (the five
+    evaluations in one vmapped batch).  (1) The ELBO there equals the NumPy bound with the same rule (1e-9; K
+    is singular)."""
+    params, h = np.array([np.log(3.0), 0.0]), 1e-4
+    steps = [np.zeros(2), h * np.eye(2)[0], -h * np.eye(2)[0], h * np.eye(2)[1], -h * np.eye(2)[1]]
+    results, z = solve([(params + step, X_HARD, Y_HARD) for step in steps])
+    post, grad, _ = results[0]
+    assert all(int(p.info.status) == gpc.Status.CONVERGED for p, _, _ in results)
     tau, nu = (np.asarray(s) for s in post.warm_start)
-    same, _, _ = numpy_bound(np.asarray(per_class_kernel(params).gram(X_hard, X_hard)), tau, nu, y_hard,
-                             rule_expectation(y_hard, _points(8)))
+    same, _, _ = numpy_bound(np.asarray(per_class_kernel(params).gram(X_HARD, X_HARD)), tau, nu, Y_HARD,
+                             rule_expectation(Y_HARD, z))
     np.testing.assert_allclose(float(post.log_marginal), same, rtol=1e-9)
-    h = 1e-4
+    values = [float(p.log_marginal) for p, _, _ in results]
     for i in range(2):
-        e = np.eye(2)[i] * h
-        fd = (float(solve(params + e, X_hard, y_hard)[0].log_marginal)
-              - float(solve(params - e, X_hard, y_hard)[0].log_marginal)) / (2 * h)
+        fd = (values[1 + 2 * i] - values[2 + 2 * i]) / (2 * h)
         print("gradient", float(grad[i]), "central difference", fd)
         np.testing.assert_allclose(float(grad[i]), fd, rtol=1e-5, atol=1e-7)
 
 
+@fast_filter_jit
+def _sparse(X, y):
+    post = gpc.infer(METHOD, gpc.Sparse(SHARED, X, approximation="fitc"), LIK, X, y)
+    points = rule_points(jax.random.key(METHOD.seed), X.shape[0], METHOD.num_samples, LIK.num_classes, X.dtype)
+    return post, post._latent(X), points
+
+
 def test_sparse_fitc_is_dense_at_z_equal_x():
     """A sparse FITC prior with Z = X: the NumPy bound of the dense model (K itself) at its sites (1e-5: K_uu's
-    jitter), a SparseSoftmaxPosterior whose predictive means and variances at the training inputs are that
+    jitter), a SparseSoftmaxPosterior whose predictive means and covariances at the training inputs are that
     bound's m and diag V (1e-4).  Under a sparse prior Newton's system is solved by GMRES."""
-    sparse = fast_infer(METHOD, gpc.Sparse(SHARED, X, approximation="fitc"), LIK, X, Y)
+    sparse, (mean, cov), z = _sparse(X, Y)
     assert isinstance(sparse, gpc.SparseSoftmaxPosterior) and int(sparse.info.status) == gpc.Status.CONVERGED
     tau, nu = (np.asarray(s) for s in sparse.warm_start)
-    same, m, v = numpy_bound(np.asarray(SHARED.gram(X, X)), tau, nu, Y, rule_expectation(Y, _points(8)))
+    same, m, v = numpy_bound(np.asarray(SHARED.gram(X, X)), tau, nu, Y, rule_expectation(Y, np.asarray(z)))
     print("FITC Z = X", float(sparse.log_marginal), "dense bound", same)
     np.testing.assert_allclose(float(sparse.log_marginal), same, atol=1e-5)
-    mean, cov = sparse.latent(X)
-    np.testing.assert_allclose(cov, np.einsum("ic,cd->icd", v, np.eye(3)), atol=1e-4)
     np.testing.assert_allclose(mean, m, atol=1e-4)
-    np.testing.assert_allclose(np.diagonal(cov, axis1=1, axis2=2), v, atol=1e-4)
+    np.testing.assert_allclose(cov, np.einsum("ic,cd->icd", v, np.eye(3)), atol=1e-4)
 
 
 def test_refusals():
