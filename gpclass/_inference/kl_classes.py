@@ -33,7 +33,12 @@ unbiased), independent between cases (each has its own points), so the sum's gro
 shrinks like S^-1/2.  Measured against a tensor Gauss-Hermite rule (C = 3, 100 draws of the points, S = 256),
 the rms error per case was 4e-4 at latent variances 0.3, 3e-3 at 1.5, 1e-2 at 5 and 4e-2 at 20 (twice that at
 S = 64); at the optimum of tests/test_kl_softmax.py (8 cases, variances near 1) the ELBO was 0.013 from the
-exact expectation's.  A larger ``num_samples`` buys accuracy at O(n S C) per evaluation.
+exact expectation's.  A larger ``num_samples`` buys accuracy at O(n S C) time and memory per evaluation (the
+points and the Hessian-vector products' residuals are (n, S, C) arrays, not chunked: lower S for large n).
+
+For C = 2 the bound is not binary KL's with the kernel 2k on f^0 - f^1: a product q(f^0) q(f^1) is a
+restricted family, so its optimum is at most that ELBO (up to the rule's error), equal only when the product
+happens to have the prior's conditional given f^0 - f^1.
 
 Solver (``ClassKLSolver``, the binary method's): Newton's method on the fixed point (2), (tau~, nu~) =
 T(tau~, nu~), its 2 n C x 2 n C system solved by GMRES (``krylov_steps`` products; a product is C products
