@@ -252,5 +252,9 @@ def test_refusals():
         gpc.KL(num_samples=1)
     with pytest.raises(gpc.GPClassError, match=r"mask.*KL with Softmax"):
         gpc.infer(METHOD, SHARED, LIK, X, Y, mask=np.ones(8, bool))
+    with pytest.raises(gpc.GPClassError, match=r"EP does not support the multi-class Softmax.*gpc.KL\(\)"):
+        gpc.infer(gpc.EP(), SHARED, LIK, X, Y)
+    with pytest.raises(gpc.GPClassError, match="PerClass"):
+        gpc.Sparse(per_class_kernel(PARAMS), X[:4])
     with pytest.raises(gpc.GPClassError, match=r"init must be the sites.*\(3, 8\)"):
         gpc.infer(METHOD, SHARED, LIK, X, Y, init=(np.zeros((8, 3)), np.zeros((8, 3))))
