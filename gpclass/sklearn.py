@@ -220,7 +220,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         max_steps: the largest number of ML-II steps.
         multi_class: for more than two classes, ``"softmax"`` (one model,
             ``gpc.likelihoods.Softmax(C)``, C latent GPs sharing the kernel;
-            Laplace and the logistic only), ``"one_vs_rest"`` (one binary model
+            Laplace or KL, and the logistic only), ``"one_vs_rest"`` (one binary model
             per class, each with its own hyperparameters; probabilities
             normalised to sum to one, as scikit-learn does) or ``"one_vs_one"``
             (one binary model per pair of classes, fitted to that pair's cases,
@@ -398,9 +398,9 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             )
         if softmax and not method.multiclass:
             raise GPClassError(
-                f"multi_class='softmax' (for {num_classes} classes) needs method='laplace', the one method for the "
-                f"softmax likelihood; got {self.method!r}. Use multi_class='one_vs_rest' or 'one_vs_one' with other "
-                "methods."
+                f"multi_class='softmax' (for {num_classes} classes) needs method='laplace' or 'kl', the methods for "
+                f"the softmax likelihood; got {self.method!r}. Use multi_class='one_vs_rest' or 'one_vs_one' with "
+                "other methods."
             )
         if softmax and not isinstance(likelihood, Logistic):
             raise GPClassError(

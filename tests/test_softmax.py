@@ -398,7 +398,7 @@ def test_unsupported_combinations_are_refused(vehicle_small):
     X = np.linspace(0, 1, 8).reshape(4, 2)
     y = np.array([0, 1, 2, 1])
     three = gpc.kernels.PerClass(gpc.kernels.SquaredExponential(variance=np.ones(3), lengthscale=np.ones(3)))
-    for method in [gpc.EP(), gpc.KL(), gpc.JaakkolaJordan()]:  # MCMC, AIS: tests/test_softmax_sampling.py
+    for method in [gpc.EP(), gpc.JaakkolaJordan()]:  # MCMC, AIS, KL: test_softmax_sampling.py, test_kl_softmax.py
         with pytest.raises(ValueError, match=f"{type(method).__name__} does not support the multi-class Softmax"):
             gpc.infer(method, gpc.kernels.SquaredExponential(), SOFTMAX, X, y, key=jax.random.key(0))
     with pytest.raises(ValueError, match="PerClass kernel has 3 classes"):

@@ -164,4 +164,4 @@ def test_unsupported_combinations_are_clear_errors():
     with pytest.raises(ValueError, match="PerClass"):
         gpc.Sparse(gpc.kernels.PerClass([KERNEL] * C), Z)
     with pytest.raises(ValueError, match="needs gpc.Laplace"):
-        gpc.infer(gpc.KL(), gpc.Sparse(KERNEL, Z), SOFTMAX, X, Y)
+        gpc.infer(gpc.EP(), gpc.Sparse(KERNEL, Z), SOFTMAX, X, Y)  # gpc.KL(): tests/test_kl_softmax.py

@@ -60,6 +60,12 @@ class AbstractCovariance(eqx.Module):
     def check_latent(self, num_latent: int) -> None:
         """Raise unless this prior serves a likelihood with ``num_latent`` latent functions per case (any, here)."""
 
+    def per_class(self) -> tuple["AbstractCovariance", int | None]:
+        """This prior as one operator per latent function, for a method that treats the classes separately
+        (``gpc.KL()`` with the softmax): ``(operator, axis)`` for ``jax.vmap(..., in_axes=axis)`` over the
+        classes.  Here the C classes share this prior: ``(self, None)``."""
+        return self, None
+
     def trace_variance(self) -> Float[Array, " n"] | float:
         """diag(K) - diag(K~): the variance of each f_i that this operator leaves out of the prior and the
         variational bounds add to every marginal (VFE's g, Titsias 2009); 0 for the exact prior and FITC."""

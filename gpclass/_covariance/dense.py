@@ -179,6 +179,10 @@ class PerClassCovariance(_SoftmaxFactorisations, AbstractCovariance):
         check_covariance(self.K, checks)
         return self
 
+    def per_class(self):
+        """One :class:`DenseCovariance` per class, stacked along axis 0 (the blocks K_c)."""
+        return DenseCovariance(self.K), 0
+
     def factor(self, w):
         raise GPClassError("a PerClass prior has one block per class: it needs the multi-class "
                            "gpc.likelihoods.Softmax likelihood.")

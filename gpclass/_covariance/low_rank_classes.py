@@ -84,11 +84,11 @@ def class_factor(op, pi: Float[Array, "n C"]) -> LowRankClassFactor:
     n, num_classes = pi.shape
     blocks = jnp.einsum("ncj,nk->cjk", rho[:, :, None] * op.Phi[:, None, :], op.Phi)  # Phi^T diag(rho^c) Phi
     P = ((rho / jnp.sqrt(jnp.sum(rho, axis=1, keepdims=True)))[:, :, None] * op.Phi[:, None, :]).reshape(n, -1)
-    H = _block_diagonal(blocks) - P.T @ P + jnp.eye(P.shape[1], dtype=P.dtype)
+    H = block_diagonal(blocks) - P.T @ P + jnp.eye(P.shape[1], dtype=P.dtype)
     return LowRankClassFactor(g=op.g, pi=pi, rho=rho, chol_h=dense.cholesky(H), power=op.power)
 
 
-def _block_diagonal(blocks: Float[Array, "C m m"]) -> Float[Array, "Cm Cm"]:
+def block_diagonal(blocks: Float[Array, "C m m"]) -> Float[Array, "Cm Cm"]:
     num_classes, m, _ = blocks.shape
     eye = jnp.eye(num_classes, dtype=blocks.dtype)
     return (eye[:, None, :, None] * blocks[:, :, None, :]).reshape(num_classes * m, num_classes * m)

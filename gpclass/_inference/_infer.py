@@ -38,9 +38,9 @@ def infer(
             Gram matrix (finite, non-negative diagonal).  A sparse prior
             ``gpc.Sparse(kernel, Z)`` (FITC, VFE) gives a :class:`SparsePosterior`
             in O(n m^2) time (Laplace, EP, KL, JJ), or with ``Softmax(C)`` and
-            Laplace a :class:`SparseSoftmaxPosterior`.
+            Laplace or KL a :class:`SparseSoftmaxPosterior`.
         likelihood: a binary likelihood such as ``gpc.likelihoods.Logistic()``
-            or ``Probit()``, or ``gpc.likelihoods.Softmax(C)`` (Laplace only).
+            or ``Probit()``, or ``gpc.likelihoods.Softmax(C)`` (Laplace, KL, MCMC, AIS).
         X: inputs of shape (n, d), finite.
         y: labels of shape (n,): binary in {-1, +1} ({0, 1} and booleans are
             accepted, 0 / False meaning -1); for ``Softmax(C)`` integers 0..C-1.
@@ -159,7 +159,7 @@ def solve(method, op, likelihood, y, init, key=None, checks=None):
     if likelihood.num_latent > 1 and not method.multiclass:
         raise GPClassError(
             f"{type(method).__name__} does not support the multi-class {type(likelihood).__name__} likelihood, "
-            "which needs gpc.Laplace()."
+            "which needs gpc.Laplace(), gpc.KL(), gpc.MCMC() or gpc.AIS()."
         )
     op.check_latent(likelihood.num_latent)
     return method.solve(op, likelihood, y, init, key)

@@ -25,7 +25,7 @@ from jaxtyping import PyTree
 from .. import _dense as dense
 from .._covariance import DenseFactor, LowRankFactor
 from .._covariance.dense_classes import ClassFactor
-from .._covariance.low_rank_classes import LowRankClassFactor
+from .._covariance.low_rank_classes import LowRankClassFactor, block_diagonal
 from .._exceptions import GPClassError
 from .._linalg import latent_variance_reduction
 from .._status import Status
@@ -164,11 +164,15 @@ class SoftmaxPosterior(AbstractPosterior):
     ``e_blocks`` E_c = D_c^1/2 (I + D_c^1/2 K_c D_c^1/2)^-1 D_c^1/2 of shape (C, n, n)
     and ``chol_sum_e``, the Cholesky factor M of sum_c E_c (eqs. 3.43, 3.47).
     ``log_marginal`` is eq. 3.44; ``warm_start`` is a = K^-1 F^ (n, C).
+
+    ``gpc.KL()``'s q(F) = prod_c N(m_c, (K_c^-1 + diag(tau~_c))^-1) has the same form with D_c = diag(tau~_c),
+    ``alpha`` = K^-1 m and no coupling between the classes (``chol_sum_e`` is None): Cov[f*] is diagonal,
+    k_c(x*, x*) - k_c*^T E_c k_c* (GPML eq. 3.24 per class).
     """
 
     alpha: Float[Array, "n C"]
     e_blocks: Float[Array, "C n n"]
-    chol_sum_e: Float[Array, "n n"]
+    chol_sum_e: Float[Array, "n n"] | None
     mean: Float[Array, "n C"]
     log_marginal: Float[Array, ""]
     info: SolverInfo
@@ -198,10 +202,12 @@ class SoftmaxPosterior(AbstractPosterior):
             quad = jnp.einsum("cmi,cim->mc", K_cross, b)
             prior_var = prior_var.T
         num_classes, n, m = b.shape
+        diag = prior_var - quad
+        if M is None:  # independent classes (KL's per-class q): no coupling term
+            return mean, diag[:, :, None] * jnp.eye(num_classes, dtype=diag.dtype)
         v = dense.solve_triangular(M, jnp.moveaxis(b, 0, 1).reshape(n, num_classes * m), lower=True)
         v = v.reshape(n, num_classes, m)
         cov = jnp.einsum("icm,idm->mcd", v, v)
-        diag = prior_var - quad
         return mean, cov + diag[:, :, None] * jnp.eye(num_classes, dtype=cov.dtype)
 
 
@@ -428,3 +434,36 @@ def _(factor: LowRankFactor, op, *, alpha, **fields):
 def _(factor: LowRankClassFactor, op, *, alpha, **fields):
     return SparseSoftmaxPosterior(alpha=op.inducing_weights(alpha), chol_uu=op.chol_uu, chol_h=factor.chol_h,
                                   **fields)
+
+
+def per_class_gaussian_posterior(op, factors, *, alpha, mean, log_marginal, info, warm_start) -> AbstractPosterior:
+    """The predictive form of q(F) = prod_c N(mean_c, (K_c^-1 + W_c)^-1), independent classes with diagonal W_c.
+
+    ``factors`` are the C classes' factorisations ``op_c.factor(w_c)`` stacked along axis 0 (``jax.vmap``),
+    ``alpha`` = K^-1 mean and ``mean`` of shape (n, C).  The form is the softmax's: a
+    :class:`SoftmaxPosterior` without coupling for a kernel's K, a :class:`SparseSoftmaxPosterior` whose H is
+    block diagonal (blocks I + Phi^T D_c Phi) for a sparse prior.
+    """
+    return _class_form(factors, op, alpha=alpha, mean=mean, log_marginal=log_marginal, info=info,
+                       warm_start=warm_start)
+
+
+@functools.singledispatch
+def _class_form(factors, op, **fields) -> AbstractPosterior:
+    raise GPClassError(f"no per-class Gaussian posterior form for a factorisation of type {type(factors).__name__}.")
+
+
+@_class_form.register
+def _(factors: DenseFactor, op, *, alpha, **fields):
+    def e_block(sqrt_w, chol):  # E_c = W_c^1/2 B_c^-1 W_c^1/2 = (K_c + W_c^-1)^-1
+        V = dense.solve_triangular(chol, jnp.diag(sqrt_w), lower=True)
+        return V.T @ V
+
+    return SoftmaxPosterior(alpha=alpha, e_blocks=jax.vmap(e_block)(factors.sqrt_w, factors.chol), chol_sum_e=None,
+                            **fields)
+
+
+@_class_form.register
+def _(factors: LowRankFactor, op, *, alpha, **fields):
+    return SparseSoftmaxPosterior(alpha=op.inducing_weights(alpha), chol_uu=op.chol_uu,
+                                  chol_h=block_diagonal(factors.chol), **fields)

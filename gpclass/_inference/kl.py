@@ -62,6 +62,7 @@ from ._implicit import implicit_fixed_point
 from ._linear_solve import Krylov, LinearMap, identity_minus, solve
 from ._posterior import SolverInfo, gaussian_posterior
 from ._search import first_acceptable
+from .kl_classes import solve_classes
 
 
 class KL(AbstractInference):
@@ -79,17 +80,28 @@ class KL(AbstractInference):
             (``gpc.Sparse``), where the Newton system is solved matrix-free (GMRES stops
             earlier at a relative residual of 1e-8).
 
+        num_samples: multi-class likelihoods (``gpc.likelihoods.Softmax(C)``): the points per case of the rule
+            that computes E_q[log p(y_i|f_i)] (``kl_classes``: S/2 antithetic pairs, whitened; even, >= 2 C).
+        seed: multi-class likelihoods: the rule's points are drawn from ``jax.random.key(seed)`` unless
+            ``gpc.infer(..., key=)`` gives a key (no hidden randomness: the same points at every call).
+
     Works with any log-concave likelihood that has ``expected_log_prob``
-    (logistic, probit); the expectations use its quadrature.
+    (logistic, probit); the expectations use its quadrature.  With ``Softmax(C)``
+    q(F) = prod_c N(m_c, V_c) (independent classes, per-class sites; ``kl_classes``), any
+    prior with the bound (a kernel's, ``PerClass``, ``gpc.Sparse`` FITC or VFE), and the
+    posterior is a ``SoftmaxPosterior`` (``SparseSoftmaxPosterior``) without coupling between the classes.
     """
 
     supports_mask = True
+    multiclass = True
 
     tol: float | None = eqx.field(static=True, default=None)
     site_tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=1000)
     max_halvings: int = eqx.field(static=True, default=30)
     krylov_steps: int = eqx.field(static=True, default=30)
+    num_samples: int = eqx.field(static=True, default=256)
+    seed: int = eqx.field(static=True, default=0)
 
     def __check_init__(self):
         require_setting("KL", "tol", self.tol, optional=True)
@@ -97,10 +109,14 @@ class KL(AbstractInference):
         require_setting("KL", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
         require_setting("KL", "max_halvings", self.max_halvings, low_open=False, integer=True)
         require_setting("KL", "krylov_steps", self.krylov_steps, low=1, low_open=False, integer=True)
+        require_setting("KL", "num_samples", self.num_samples, low=2, low_open=False, integer=True)
+        require_setting("KL", "seed", self.seed, low=0, low_open=False, integer=True)
 
     def solve(self, op, likelihood, y, init=None, key=None):
         """The sites' optimum on ``stop_gradient`` inputs, then the ELBO and the posterior at it."""
         _check_log_concave(likelihood)
+        if likelihood.num_latent > 1:
+            return solve_classes(self, op, likelihood, y, init, key)
         op.require(BOUND, "gpc.KL()", "Use gpc.Sparse(..., approximation='fitc') or 'vfe'.")
         n, dtype = op.shape[0], op.dtype
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)

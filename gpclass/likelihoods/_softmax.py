@@ -19,10 +19,11 @@ class Softmax(AbstractLikelihood):
 
     Labels are integers 0..C-1 (``gpc.infer`` checks them and turns them into
     the 0/1 indicator matrix Y of shape (n, C)); latents are arrays F of shape
-    (n, C).  Only Laplace's method (GPML Algorithm 3.3) supports it: its Newton
-    steps are the binary ones with W = diag(pi) - pi pi^T block-diagonal (eq. 3.38),
-    which the prior factorises (``op.class_factor``).  For C = 2 the model is binary
-    logistic classification of f^0 - f^1.
+    (n, C).  Laplace's method (GPML Algorithm 3.3: its Newton steps are the binary
+    ones with W = diag(pi) - pi pi^T block-diagonal, eq. 3.38, which the prior
+    factorises, ``op.class_factor``), Gaussian KL (per-class q, ``_inference/kl_classes``),
+    MCMC and AIS support it.  For C = 2 the model is binary logistic classification
+    of f^0 - f^1.
     """
 
     num_classes: int = eqx.field(static=True)
