@@ -1,0 +1,279 @@
+"""Nested expectation propagation for the multinomial probit (Riihimaki, Jylanki & Vehtari 2013, JMLR 14).
+
+``gpc.EP()`` runs this when ``likelihood.num_latent > 1``; the likelihood must offer the probit-factor form
+(``likelihood.probit_factors``: ``gpc.likelihoods.MultinomialProbit``).  With the auxiliary u_i ~ N(0, 1),
+p(y_i|f_i) N(f_i) = int N(u_i) prod_{j != y_i} Phi(b_ij^T f_i + u_i) N(f_i) du_i (eq. 3; b_ij = e_y - e_j,
+``difference_rows``): in w_i = (f_i, u_i) the tilted distribution of case i is a Gaussian times C - 1 probit
+factors, whose moments the inner EP approximates with scalar sites exp(-1/2 a~_ij z^2 + b~_ij z), z = b_ij^T
+f_i + u_i (eqs. 9-12, Appendix A).  These inner sites (a~, b~), (n, C - 1) each, are the state; case i's
+site in f_i follows by integrating u_i out (eq. 13's structured form):
+
+    T~_i = B_i^T (A_i^-1 + 1 1^T)^-1 B_i = S_i^T S_i,   S_i = (I - c v v^T) diag(v) B_i,   v = sqrt(a~_i),
+    nu~_i = B_i^T (b~_i - a~_i sum(b~_i) / (1 + sum(a~_i))),   c = 1 / (r (r + 1)),   r = sqrt(1 + sum(a~_i)),
+
+a rank C - 1 precision (the likelihood does not change when a constant is added to every f_i^c) with the
+square root S_i ((C - 1) x C) in closed form, so B = I + S K S^T (n(C - 1) square, eigenvalues >= 1) takes
+the place of GPML's I + W^1/2 K W^1/2.
+
+Schedule.  Parallel outer EP (all cases from the marginals of q, then one refactorisation; damped, default
+0.5): per case, the inner EP starts from q's marginal of w_i (the cavity times case i's inner sites, so
+it continues from the previous sites: the paper's incremental update, section 4.3) and makes
+``_INNER_SWEEPS`` sequential passes over the C - 1 factors (rank-one updates, as GPstuff's
+``lik_multinomprobit``).  At a fixed point every inner site matches its factor's tilted moments under q: this
+is the fixed point of EP on the augmented model (f, u) with the n (C - 1) probit factors, whatever the number
+of inner passes.  ``EP.anderson`` is not used here.  Cost: the dense B, O((n C)^3) per sweep and memory
+O((n C)^2) (the paper's O(C n^3) form through the per-class structure is not implemented).
+
+log Z_EP (eqs. 14-16) is EP's marginal likelihood of that augmented model, a function of theta and the
+inner sites: sum_i kappa_i (u_i integrated out) - 1/2 log|B| + 1/2 nu~^T Sigma nu~ + sum_ij (log Z^_ij +
+the cavity terms of GPML eq. 3.65 for the scalar z_ij).  Its probit factors are log-concave, every site
+precision is positive and at the fixed point log Z_EP is stationary in every site (section 4.4; Seeger
+2005), so the gradient in theta holds the converged sites fixed (``stop_gradient``): reverse mode runs
+through one evaluation, never through the sweeps, and memory does not grow with them.  Away from the fixed
+point the error is of the order of the convergence residual (tests/test_ep_multinomial_probit.py checks
+it against central differences).
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jaxtyping import PyTree
+
+from .. import _dense as dense
+from .._covariance._base import MATRIX
+from .._exceptions import GPClassError
+from .._iterate import AbstractIterativeSolver, all_finite, relative_change, run
+from .._types import Array, Float
+from ._posterior import AbstractPosterior, SolverInfo
+
+_INNER_SWEEPS = 2  # sequential passes of the inner EP per outer update (any number: the same fixed point)
+
+
+def solve(method, op, likelihood, y, init=None, key=None):
+    """Nested EP to the fixed point on ``stop_gradient`` inputs, then log Z_EP and the posterior at the sites."""
+    name = type(likelihood).__name__
+    if not getattr(likelihood, "probit_factors", False):
+        raise GPClassError(f"gpc.EP() with {name}: no exact tilted moments for this multi-class likelihood; EP "
+                           "supports gpc.likelihoods.MultinomialProbit(C) (nested EP). Use gpc.Laplace() for "
+                           "Softmax.")
+    if MATRIX not in op.capabilities:
+        raise GPClassError(f"gpc.EP() with {name} under a sparse prior (gpc.Sparse): not supported; nested EP "
+                           "factorises the dense n C x n C posterior. Use a kernel's K.")
+    if method.schedule == "sequential" or method.order == "random":
+        raise GPClassError(f"gpc.EP(schedule={method.schedule!r}, order={method.order!r}) with {name}: nested EP "
+                           "runs the parallel schedule only; use schedule=None or 'parallel' and order='fixed'.")
+    K = _class_blocks(op.K, likelihood.num_latent)
+    B = likelihood.difference_rows(y)
+    n, C = y.shape
+    zeros = jnp.zeros((n, C - 1), K.dtype)
+    start = (zeros, zeros) if init is None else tuple(jnp.asarray(s, K.dtype) for s in init)
+    if start[0].shape != (n, C - 1) or start[1].shape != (n, C - 1):
+        raise GPClassError(f"EP init for {name} must be the inner sites (a~, b~), each of shape (n, C - 1) = "
+                           f"{(n, C - 1)}: a posterior's warm_start.")
+    end = run(NestedSweeps(method, *lax.stop_gradient((K, likelihood, B, *start))))
+    sites = lax.stop_gradient((end.state.a, end.state.b))
+    ev = evaluate(K, likelihood, B, *sites)
+    return ClassEPPosterior(
+        alpha=ev.alpha, s_factor=ev.S, chol=ev.chol, mean=ev.mu, log_marginal=ev.log_z,
+        info=SolverInfo(num_steps=end.num_steps, status=end.status, max_change=end.state.change),
+        warm_start=sites,
+    )
+
+
+def _class_blocks(K, num_classes):
+    """The prior's blocks K_c (C, n, n): a shared Gram matrix repeated, or a PerClass kernel's own."""
+    return K if K.ndim == 3 else jnp.broadcast_to(K, (num_classes, *K.shape))
+
+
+def site_factors(B, a, b):
+    """Case i's site in f_i from its inner sites (module docstring; eq. 13): S_i, nu~_i, the normaliser kappa_i
+    of integrating u_i out, and q(u_i | f_i) = N(off_i - s_i^T f_i / (1 + sum a~_i), 1 / (1 + sum a~_i)) as
+    (G_i, off_i, var_u_i) with G_i = B_i - 1 s_i^T / (1 + sum a~_i) (z_ij = (G_i f_i)_j + u-part)."""
+    sa, sb = jnp.sum(a, -1), jnp.sum(b, -1)
+    v = jnp.sqrt(a)
+    r = jnp.sqrt(1.0 + sa)
+    c = 1.0 / (r * (r + 1.0))
+    eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+    R = (eye - c[:, None, None] * v[:, :, None] * v[:, None, :]) * v[:, None, :]
+    S = jnp.einsum("ijk,ikc->ijc", R, B)
+    nu = jnp.einsum("ijc,ij->ic", B, b - a * (sb / (1.0 + sa))[:, None])
+    kappa = -0.5 * jnp.log1p(sa) + 0.5 * sb**2 / (1.0 + sa)
+    s = jnp.einsum("ijc,ij->ic", B, a)
+    G = B - s[:, None, :] / (1.0 + sa)[:, None, None]
+    return S, nu, kappa, G, sb / (1.0 + sa), 1.0 / (1.0 + sa)
+
+
+class Evaluation(eqx.Module):
+    """q(f) = N(mu, Sigma) at the sites, its marginals per case, and log Z_EP."""
+
+    S: Array  # (n, C - 1, C) square roots of the sites' precisions
+    chol: Array  # (N, N) Cholesky factor of B = I + S K S^T, N = n (C - 1)
+    alpha: Array  # (n, C) K^-1 mu
+    mu: Array  # (n, C)
+    sigma: Array  # (n, C, C) the marginal covariances Sigma_ii
+    log_z: Array
+
+
+def evaluate(K, likelihood, B, a, b) -> Evaluation:
+    """q and log Z_EP (module docstring) at the inner sites (a~, b~): one factorisation of B, O((n C)^3).
+    Differentiable in K; the sites enter without derivative wherever it is used for log Z_EP's gradient."""
+    C, n, _ = K.shape
+    S, nu, kappa, G, off, var_u = site_factors(B, a, b)
+    SK = jnp.einsum("iad,dik->iakd", S, K)  # (S K)[(i, a), (k, d)]
+    N = n * (C - 1)
+    Bmat = jnp.eye(N, dtype=K.dtype) + jnp.einsum("iakd,kbd->iakb", SK, S).reshape(N, N)
+    L = dense.cholesky(Bmat)
+    V = dense.solve_triangular(L, SK.reshape(N, n * C), lower=True).reshape(N, n, C)
+    prior_var = jnp.diagonal(K, axis1=1, axis2=2).T  # (n, C)
+    sigma = jax.vmap(jnp.diag)(prior_var) - jnp.einsum("ric,rid->icd", V, V)
+    K_nu = jnp.einsum("dik,kd->id", K, nu)
+    w = dense.solve_triangular(L, jnp.einsum("iad,id->ia", S, K_nu).reshape(N), lower=True)
+    mu = K_nu - jnp.einsum("ric,r->ic", V, w)
+    alpha = nu - jnp.einsum("iac,ia->ic", S, dense.solve_triangular(L, w, lower=True, trans=1).reshape(n, C - 1))
+    quad = jnp.vdot(nu, K_nu) - jnp.vdot(w, w)  # nu~^T Sigma nu~
+    m_z, v_z = factor_marginals(G, off, var_u, mu, sigma)
+    tau_c, nu_c = 1.0 / v_z - a, m_z / v_z - b
+    log_z_hat, _, _ = likelihood.factor_tilted_moments(nu_c / tau_c, 1.0 / tau_c)
+    cavity_terms = (0.5 * jnp.log1p(a / tau_c) - 0.5 * b**2 / (tau_c + a)
+                    + 0.5 * nu_c * (a / tau_c * nu_c - 2.0 * b) / (a + tau_c))
+    log_z = (jnp.sum(kappa) - jnp.sum(jnp.log(jnp.diagonal(L))) + 0.5 * quad
+             + jnp.sum(log_z_hat + cavity_terms))
+    return Evaluation(S, L, alpha, mu, sigma, log_z)
+
+
+def factor_marginals(G, off, var_u, mu, sigma):
+    """Mean and variance under q of every z_ij = b_ij^T f_i + u_i: (G_i mu_i + off_i, diag(G_i Sigma_ii
+    G_i^T) + var_u_i), with u_i given f_i from :func:`site_factors`."""
+    m_z = jnp.einsum("ijc,ic->ij", G, mu) + off[:, None]
+    v_z = jnp.einsum("ijc,icd,ijd->ij", G, sigma, G) + var_u[:, None]
+    return m_z, v_z
+
+
+def inner_ep(likelihood, Bt, mean_w, cov_w, a, b, sweeps):
+    """Case i's inner EP (Appendix A): ``sweeps`` sequential passes over its C - 1 probit factors
+    Phi(Bt_j^T w) in w = (f_i, u_i), from the Gaussian N(mean_w, cov_w) that already includes the sites
+    (a~, b~), by rank-one updates.  Returns the new sites and the final Gaussian."""
+    k = a.shape[0]
+
+    def update(step, carry):
+        m, V, a, b = carry
+        j = step % k
+        bt = Bt[j]
+        Vb = V @ bt
+        v_i, m_i = bt @ Vb, bt @ m
+        tau_c, nu_c = 1.0 / v_i - a[j], m_i / v_i - b[j]
+        _, m_hat, v_hat = likelihood.factor_tilted_moments(nu_c / tau_c, 1.0 / tau_c)
+        da, db = 1.0 / v_hat - tau_c - a[j], m_hat / v_hat - nu_c - b[j]
+        V = V - jnp.outer(Vb, Vb) * (da / (1.0 + v_i * da))
+        m = m + Vb * ((db - da * m_i) / (1.0 + da * v_i))
+        return m, V, a.at[j].add(da), b.at[j].add(db)
+
+    return lax.fori_loop(0, sweeps * k, update, (mean_w, cov_w, a, b))
+
+
+class NestedState(eqx.Module):
+    a: Array  # the inner sites
+    b: Array
+    log_z: Array  # log Z_EP at the previous sites (evaluated in the step that left them)
+    change: Array  # relative change of the sites in the last sweep (a~ and b~ separately, the larger)
+    log_z_change: Array  # |change of log Z_EP| between the last two evaluations
+
+
+class NestedSweeps(AbstractIterativeSolver):
+    """Outer parallel sweeps of nested EP (:func:`gpclass._iterate.run`) until the inner sites and log Z_EP
+    stop changing (``EP.tol``, as for one latent function); damped by ``EP.damping`` (default 0.5).
+
+    A step evaluates q and log Z_EP at its sites (one factorisation, :func:`evaluate`) and sweeps from there, so
+    the convergence test sees log Z_EP one sweep late: converged means the sites moved by at most tol and log
+    Z_EP by at most tol (1 + |log Z_EP|) between the last two evaluations.
+    """
+
+    method: eqx.Module
+    K: Array
+    likelihood: eqx.Module
+    B: Array
+    a0: Array
+    b0: Array
+
+    @property
+    def max_steps(self):
+        return self.method.max_steps
+
+    def init(self):
+        inf = jnp.asarray(jnp.inf, self.K.dtype)
+        return NestedState(self.a0, self.b0, -inf, inf, inf)
+
+    def step(self, s: NestedState):
+        damping = self.method.resolved_damping(self.likelihood, False)
+        ev = evaluate(self.K, self.likelihood, self.B, s.a, s.b)
+        a, b = _sweep(self.likelihood, self.B, s.a, s.b, ev.mu, ev.sigma)
+        a, b = (1.0 - damping) * s.a + damping * a, (1.0 - damping) * s.b + damping * b
+        change = jnp.maximum(relative_change(a, s.a), relative_change(b, s.b))
+        return NestedState(a, b, ev.log_z, change, jnp.abs(ev.log_z - s.log_z))
+
+    def terminate(self, s: NestedState):
+        tol = self.method.resolved_tol(self.K.dtype)
+        return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
+
+    def finite(self, s: NestedState):
+        return all_finite(s.a, s.b, s.log_z)
+
+
+def _sweep(likelihood, B, a, b, mu, sigma, sweeps=_INNER_SWEEPS):
+    """Every case's inner EP from q's marginal of w_i = (f_i, u_i) (module docstring): the new inner sites."""
+    _, _, _, G, off, var_u = site_factors(B, a, b)
+    return jax.vmap(lambda *args: _case_update(likelihood, *args, sweeps))(B, G, off, var_u, mu, sigma, a, b)
+
+
+def _case_update(likelihood, B_i, G_i, off_i, var_u_i, mu_i, sigma_i, a_i, b_i, sweeps):
+    mean_w, cov_w = joint_marginal(B_i, G_i, off_i, var_u_i, mu_i, sigma_i)
+    Bt = jnp.concatenate([B_i, jnp.ones((B_i.shape[0], 1), B_i.dtype)], axis=1)
+    _, _, a_new, b_new = inner_ep(likelihood, Bt, mean_w, cov_w, a_i, b_i, sweeps)
+    return a_new, b_new
+
+
+def joint_marginal(B_i, G_i, off_i, var_u_i, mu_i, sigma_i):
+    """Mean (C + 1) and covariance of w_i = (f_i, u_i) under q, with u_i | f_i ~ N(off_i - h^T f_i, var_u_i),
+    h = s_i / (1 + sum a~_i) = B_i[0] - G_i[0] (every row of G_i is its row of B_i less h)."""
+    h = B_i[0] - G_i[0]
+    cross = -sigma_i @ h
+    mean_u = off_i - h @ mu_i
+    var_u = var_u_i + h @ sigma_i @ h
+    mean_w = jnp.concatenate([mu_i, mean_u[None]])
+    cov_w = jnp.block([[sigma_i, cross[:, None]], [cross[None, :], var_u[None, None]]])
+    return mean_w, cov_w
+
+
+class ClassEPPosterior(AbstractPosterior):
+    """q(F) = N(mean, Sigma) of nested EP for C latent functions (``gpc.EP()`` with ``MultinomialProbit``).
+
+    Predictions: E[f*^c] = k_c*^T ``alpha``^c (alpha = K^-1 mean, (n, C)) and Cov[f*] = diag_c(k_c**) - W^T W,
+    W = ``chol``^-1 S k* with ``s_factor`` S (n, C - 1, C) the sites' square roots (GPML eq. 3.24 with
+    S K S^T in place of W^1/2 K W^1/2).  Class probabilities from the likelihood's
+    ``predictive_class_probability`` (``gpc.integrators.Exact()``).  ``warm_start``: the inner sites.
+    """
+
+    alpha: Float[Array, "n C"]
+    s_factor: Float[Array, "n Cm1 C"]
+    chol: Float[Array, "N N"]
+    mean: Float[Array, "n C"]
+    log_marginal: Float[Array, ""]
+    info: SolverInfo
+    warm_start: PyTree[Array]
+    kernel: eqx.Module | None = None
+    likelihood: eqx.Module | None = None
+    X: Float[Array, "n d"] | None = None
+
+    def _latent(self, X_test):
+        """Means (m, C) and covariances (m, C, C) of the test latents."""
+        K_cross, prior_var = self.kernel.gram(X_test, self.X), self.kernel.diag(X_test)
+        n, C = self.alpha.shape
+        K_cross = _class_blocks(K_cross, C)  # (C, m, n)
+        prior_var = prior_var if prior_var.ndim == 2 else jnp.broadcast_to(prior_var, (C, prior_var.shape[0]))
+        mean = jnp.einsum("cmi,ic->mc", K_cross, self.alpha)
+        W0 = jnp.einsum("iac,cmi->iamc", self.s_factor, K_cross)
+        m = K_cross.shape[1]
+        W = dense.solve_triangular(self.chol, W0.reshape(n * (C - 1), m * C), lower=True).reshape(-1, m, C)
+        cov = jax.vmap(jnp.diag)(prior_var.T) - jnp.einsum("rmc,rmd->mcd", W, W)
+        return mean, cov
