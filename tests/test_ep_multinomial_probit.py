@@ -70,7 +70,7 @@ def quad_log_prob(a):
 
 
 def test_log_prob_against_quadrature():
-    """log p(y|f) (eq. 3) by the mode-centred Gauss-Hermite rule against scipy's adaptive quadrature: relative
+    """log p(y|f) by the mode-centred Gauss-Hermite rule against scipy's adaptive quadrature: relative
     error <= 2e-15 measured (log p from -0.08 to -307); the C probabilities sum to one within 1e-15; C = 2 is the
     probit of (f^0 - f^1) / sqrt 2.  Predictive class probabilities: exact orthant probabilities, against
     scipy's multivariate normal CDF for C = 3 (3e-15 measured) and C = 4 (1e-5: scipy's own default accuracy)."""
@@ -149,8 +149,8 @@ def test_single_case_against_quadrature():
 
 def test_inner_ep_against_tilted_moments():
     """One site's tilted distribution with a correlated cavity away from zero: nested EP's inner approximation
-    of its mean and covariance against quadrature.  This is nested EP's known error (Riihimaki et al. section
-    4.2: EP on the C - 1 probit factors in (f, u), accurate but not exact): measured 7.6e-4 (mean) and 6.6e-3
+    of its mean and covariance against quadrature.  This is nested EP's known error (Riihimaki et al. 2013:
+    EP on the C - 1 probit factors in (f, u), accurate but not exact): measured 7.6e-4 (mean) and 6.6e-3
     (covariance) for the label the cavity mean favours, 4.4e-5 and 1.2e-3 for another."""
     cov = np.array([[1.5, 0.4, -0.2], [0.4, 1.0, 0.3], [-0.2, 0.3, 2.0]])
     mean = np.array([0.8, -0.3, 0.1])

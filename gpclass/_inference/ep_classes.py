@@ -2,36 +2,37 @@
 
 ``gpc.EP()`` runs this when ``likelihood.num_latent > 1``; the likelihood must offer the probit-factor form
 (``likelihood.probit_factors``: ``gpc.likelihoods.MultinomialProbit``).  With the auxiliary u_i ~ N(0, 1),
-p(y_i|f_i) N(f_i) = int N(u_i) prod_{j != y_i} Phi(b_ij^T f_i + u_i) N(f_i) du_i (eq. 3; b_ij = e_y - e_j,
-``difference_rows``): in w_i = (f_i, u_i) the tilted distribution of case i is a Gaussian times C - 1 probit
-factors, whose moments the inner EP approximates with scalar sites exp(-1/2 a~_ij z^2 + b~_ij z), z = b_ij^T
-f_i + u_i (eqs. 9-12, Appendix A).  These inner sites (a~, b~), (n, C - 1) each, are the state; case i's
-site in f_i follows by integrating u_i out (eq. 13's structured form):
+p(y_i|f_i) = int N(u_i) prod_{j != y_i} Phi(b_ij^T f_i + u_i) du_i with b_ij = e_y - e_j (the paper's
+likelihood; ``difference_rows``): in w_i = (f_i, u_i) the tilted distribution of case i is a Gaussian times
+C - 1 probit factors, whose moments the inner EP approximates with scalar sites exp(-1/2 a~_ij z^2 + b~_ij z),
+z = b_ij^T f_i + u_i (the paper's inner EP, its Appendix A).  These inner sites (a~, b~), (n, C - 1) each,
+are the state; case i's site in f_i follows by integrating u_i out (the paper's structured site form):
 
     T~_i = B_i^T (A_i^-1 + 1 1^T)^-1 B_i = S_i^T S_i,   S_i = (I - c v v^T) diag(v) B_i,   v = sqrt(a~_i),
     nu~_i = B_i^T (b~_i - a~_i sum(b~_i) / (1 + sum(a~_i))),   c = 1 / (r (r + 1)),   r = sqrt(1 + sum(a~_i)),
 
-a rank C - 1 precision (the likelihood does not change when a constant is added to every f_i^c) with the
-square root S_i ((C - 1) x C) in closed form, so B = I + S K S^T (n(C - 1) square, eigenvalues >= 1) takes
-the place of GPML's I + W^1/2 K W^1/2.
+a rank C - 1 precision (the likelihood does not change when a constant is added to every f_i^c) whose
+square root S_i ((C - 1) x C) is in closed form, so B = I + S K S^T (n (C - 1) square, eigenvalues >= 1)
+takes the place of GPML's I + W^1/2 K W^1/2, and no site precision is inverted.
 
-Schedule.  Parallel outer EP (all cases from the marginals of q, then one refactorisation; damped, default
-0.5): per case, the inner EP starts from q's marginal of w_i (the cavity times case i's inner sites, so
-it continues from the previous sites: the paper's incremental update, section 4.3) and makes
-``_INNER_SWEEPS`` sequential passes over the C - 1 factors (rank-one updates, as GPstuff's
-``lik_multinomprobit``).  At a fixed point every inner site matches its factor's tilted moments under q: this
-is the fixed point of EP on the augmented model (f, u) with the n (C - 1) probit factors, whatever the number
-of inner passes.  ``EP.anderson`` is not used here.  Cost: the dense B, O((n C)^3) per sweep and memory
-O((n C)^2) (the paper's O(C n^3) form through the per-class structure is not implemented).
+Schedule.  Parallel outer EP (all cases from the marginals of q, then one refactorisation; damped by
+``EP.damping``, default 0.5): per case, the inner EP starts from q's marginal of w_i (the cavity times case
+i's inner sites: it continues from the previous sites, the paper's incremental update) and makes
+``_INNER_SWEEPS`` sequential passes over the C - 1 factors by rank-one updates (GPstuff's
+``lik_multinomprobit`` makes one).  At a fixed point every inner site matches its factor's tilted moments
+under q: the fixed point of EP on the augmented model (f, u) with its n (C - 1) probit factors, whatever
+the number of inner passes.  ``EP.anderson`` is not used here.  Cost: the dense B, O((n C)^3) per sweep,
+memory O((n C)^2); the paper's O(C n^3) form through the per-class structure is not implemented.
 
-log Z_EP (eqs. 14-16) is EP's marginal likelihood of that augmented model, a function of theta and the
-inner sites: sum_i kappa_i (u_i integrated out) - 1/2 log|B| + 1/2 nu~^T Sigma nu~ + sum_ij (log Z^_ij +
-the cavity terms of GPML eq. 3.65 for the scalar z_ij).  Its probit factors are log-concave, every site
-precision is positive and at the fixed point log Z_EP is stationary in every site (section 4.4; Seeger
-2005), so the gradient in theta holds the converged sites fixed (``stop_gradient``): reverse mode runs
-through one evaluation, never through the sweeps, and memory does not grow with them.  Away from the fixed
-point the error is of the order of the convergence residual (tests/test_ep_multinomial_probit.py checks
-it against central differences).
+log Z_EP is EP's marginal likelihood of that augmented model as a function of theta and the inner sites:
+sum_i kappa_i (u_i integrated out) - 1/2 log|B| + 1/2 nu~^T Sigma nu~ + sum_ij (log Z^_ij + the cavity
+terms of GPML eq. 3.65 for the scalar z_ij).  Its derivative in a site is a combination of the differences
+between the moments of q and of the tilted distributions at z_ij, which vanish at the fixed point (EP's
+fixed points are the stationary points of its free energy, Minka 2001; Seeger 2005): so the gradient in
+theta holds the converged sites fixed (``stop_gradient``), reverse mode runs through one evaluation and
+never through the sweeps, and memory does not grow with them.  At the computed sites the error is of the
+order of the convergence residual (tests/test_ep_multinomial_probit.py: 1e-10 against central differences,
+with repeated inputs).
 """
 
 import equinox as eqx
@@ -87,7 +88,7 @@ def _class_blocks(K, num_classes):
 
 
 def site_factors(B, a, b):
-    """Case i's site in f_i from its inner sites (module docstring; eq. 13): S_i, nu~_i, the normaliser kappa_i
+    """Case i's site in f_i from its inner sites (module docstring): S_i, nu~_i, the normaliser kappa_i
     of integrating u_i out, and q(u_i | f_i) = N(off_i - s_i^T f_i / (1 + sum a~_i), 1 / (1 + sum a~_i)) as
     (G_i, off_i, var_u_i) with G_i = B_i - 1 s_i^T / (1 + sum a~_i) (z_ij = (G_i f_i)_j + u-part)."""
     sa, sb = jnp.sum(a, -1), jnp.sum(b, -1)

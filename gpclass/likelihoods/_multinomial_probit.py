@@ -1,4 +1,5 @@
-"""The multinomial probit likelihood (Riihimaki, Jylanki & Vehtari 2013, JMLR 14, eq. 3) and its Gaussian average."""
+"""The multinomial probit likelihood (Riihimaki, Jylanki & Vehtari 2013, JMLR 14) and its Gaussian
+average."""
 
 import equinox as eqx
 import jax
@@ -23,7 +24,7 @@ _GL_TENSOR = {2: 96, 3: 24}  # nodes per dimension of the tensor rule for C - 2 
 
 
 class MultinomialProbit(AbstractLikelihood):
-    """p(y_i = c | f_i) = int N(u|0, 1) prod_{j != c} Phi(u + f_i^c - f_i^j) du  (Riihimaki et al. 2013, eq. 3).
+    """p(y_i = c | f_i) = int N(u|0, 1) prod_{j != c} Phi(u + f_i^c - f_i^j) du  (Riihimaki et al. 2013).
 
     The model y_i = argmax_c (f_i^c + e_i^c) with independent e_i^c ~ N(0, 1); C latent functions per case.
     Labels are integers 0..C-1 (``gpc.infer`` checks them and turns them into the 0/1 indicator matrix Y of
@@ -60,7 +61,7 @@ class MultinomialProbit(AbstractLikelihood):
 
     def difference_rows(self, Y: Float[Array, "n C"]) -> Float[Array, "n C-1 C"]:
         """Per case the rows e_y - e_j, j != y in increasing order: the factor Phi(u + f^y - f^j) is
-        Phi(b_j^T f + u) (the matrix B~_i of eq. 9 without its column for u, which is all ones)."""
+        Phi(b_j^T f + u) (the paper's B~_i without its column for u, which is all ones)."""
         C = self.num_classes
         others = np.array([[j for j in range(C) if j != c] for c in range(C)])  # (C, C - 1)
         label = jnp.argmax(Y, axis=-1)
@@ -68,15 +69,15 @@ class MultinomialProbit(AbstractLikelihood):
 
     def factor_tilted_moments(self, mean, var):
         """(log Z, mean, variance) of Phi(z) N(z|mean, var) / Z: one probit factor of nested EP's inner loop
-        (eqs. 10-12; GPML eq. 3.58 with y = +1)."""
+        (GPML eq. 3.58 with y = +1)."""
         return gaussian_cdf_tilted_moments(jnp.ones_like(mean), mean, var, 1.0 + var)
 
     def log_prob(self, Y: Float[Array, "n C"], F: Float[Array, "n C"]) -> Float[Array, " n"]:
-        """log p(y_i|f_i) per case: eq. 3 by a 32-node Gauss-Hermite rule centred at the mode of the integrand
-        (Newton's method on the strictly concave log N(u) + sum_j log Phi(u + a_j), a_j = f^c - f^j) and
-        scaled by its curvature there, summed in log space: relative error ~1e-15 against adaptive quadrature,
-        also far in the tails (log p of -700).  The mode and scale are held fixed in derivatives (any centre
-        and scale give a valid rule).  Works on leading batch dimensions."""
+        """log p(y_i|f_i) per case: the integral over u by a 32-node Gauss-Hermite rule centred at the mode of
+        the integrand (five Newton steps on the strictly concave log N(u) + sum_j log Phi(u + a_j), a_j =
+        f^c - f^j) and scaled by its curvature there, summed in log space: relative error ~1e-15 against
+        adaptive quadrature, also far in the tails (log p of -300).  The centre and scale are held fixed in
+        derivatives (any centre and scale give a valid rule).  Works on leading batch dimensions."""
         a = jnp.sum(Y * F, axis=-1, keepdims=True) - F  # (..., C), 0 at the label
         others = 1.0 - Y
 
@@ -122,7 +123,8 @@ class MultinomialProbit(AbstractLikelihood):
         of rank C - 2, the d_j are independent and the probability is prod_j Phi((a_j + r_j) / sqrt(delta)),
         integrated over r by quadrature in C - 2 dimensions: exact (one Phi) for C = 2; for C = 3 one
         dimension, Gauss-Legendre panels split where each Phi turns (the 1-D quadrature over one variable
-        with the Gaussian integrated analytically per j, Riihimaki et al. section 5 in spirit); a tensor
+        with the Gaussian integrated analytically per j; GPstuff instead normalises nested EP's tilted
+        normalisers); a tensor
         Gauss-Legendre rule beyond (96, 24, then 12 nodes per dimension: coarser as C grows).  Measured
         against scipy's multivariate normal CDF in tests/test_ep_multinomial_probit.py.
         """
