@@ -21,7 +21,8 @@ i's inner sites: it continues from the previous sites, the paper's incremental u
 ``_INNER_SWEEPS`` sequential passes over the C - 1 factors by rank-one updates (GPstuff's
 ``lik_multinomprobit`` makes one).  At a fixed point every inner site matches its factor's tilted moments
 under q: the fixed point of EP on the augmented model (f, u) with its n (C - 1) probit factors, whatever
-the number of inner passes.  ``EP.anderson`` is not used here.  Cost: the dense B, O((n C)^3) per sweep,
+the number of inner passes.  The damped sweeps are extrapolated by Anderson acceleration (``EP.anderson``,
+as for one latent function; the dozen cases of the tests: 38 -> 18 sweeps).  Cost: the dense B, O((n C)^3) per sweep,
 memory O((n C)^2); the paper's O(C n^3) form through the per-class structure is not implemented.
 
 log Z_EP is EP's marginal likelihood of that augmented model as a function of theta and the inner sites:
@@ -41,6 +42,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import PyTree
 
+from .. import _anderson as anderson
 from .. import _dense as dense
 from .._covariance._base import MATRIX
 from .._exceptions import GPClassError
@@ -179,6 +181,7 @@ class NestedState(eqx.Module):
     log_z: Array  # log Z_EP at the previous sites (evaluated in the step that left them)
     change: Array  # relative change of the sites in the last sweep (a~ and b~ separately, the larger)
     log_z_change: Array  # |change of log Z_EP| between the last two evaluations
+    memory: anderson.Memory | None  # Anderson acceleration's past sweeps (EP.anderson)
 
 
 class NestedSweeps(AbstractIterativeSolver):
@@ -203,15 +206,24 @@ class NestedSweeps(AbstractIterativeSolver):
 
     def init(self):
         inf = jnp.asarray(jnp.inf, self.K.dtype)
-        return NestedState(self.a0, self.b0, -inf, inf, inf)
+        memory = (anderson.start(jnp.concatenate([self.a0.ravel(), self.b0.ravel()]), self.method.anderson)
+                  if self.method.anderson > 0 else None)
+        return NestedState(self.a0, self.b0, -inf, inf, inf, memory)
 
     def step(self, s: NestedState):
         damping = self.method.resolved_damping(self.likelihood, False)
         ev = evaluate(self.K, self.likelihood, self.B, s.a, s.b)
         a, b = _sweep(self.likelihood, self.B, s.a, s.b, ev.mu, ev.sigma)
         a, b = (1.0 - damping) * s.a + damping * a, (1.0 - damping) * s.b + damping * b
-        change = jnp.maximum(relative_change(a, s.a), relative_change(b, s.b))
-        return NestedState(a, b, ev.log_z, change, jnp.abs(ev.log_z - s.log_z))
+        change = jnp.maximum(relative_change(a, s.a), relative_change(b, s.b))  # the sweep's own
+        memory = s.memory
+        if memory is not None:  # extrapolated from the last EP.anderson sweeps, site precisions kept >= 0
+            size = a.size
+            sites, memory = anderson.step(memory, jnp.concatenate([s.a.ravel(), s.b.ravel()]),
+                                          jnp.concatenate([a.ravel(), b.ravel()]),
+                                          project=lambda v: v.at[:size].max(0.0))
+            a, b = sites[:size].reshape(a.shape), sites[size:].reshape(b.shape)
+        return NestedState(a, b, ev.log_z, change, jnp.abs(ev.log_z - s.log_z), memory)
 
     def terminate(self, s: NestedState):
         tol = self.method.resolved_tol(self.K.dtype)
