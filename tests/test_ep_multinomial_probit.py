@@ -176,10 +176,18 @@ def importance_sampling(post, num_samples, key):
     n, C = Y.shape[0], 3
     K = np.asarray(kernel(THETA).gram(X, X))
     K_big = np.kron(K, np.eye(C))  # latents in (n, C) order
-    S = np.zeros((n * (C - 1), n * C))
+    # EP's posterior from its inner sites, densely: case i's site precision B_i^T (A_i^-1 + 1 1^T)^-1 B_i and
+    # nu~_i = B_i^T (b~_i - a~_i sum(b~_i) / (1 + sum(a~_i))) (ep_classes' module docstring), B_i = e_y - e_j.
+    a, b = (np.asarray(v) for v in post.warm_start)
+    T = np.zeros((n * C, n * C))
+    nu = np.zeros((n, C))
     for i in range(n):
-        S[i * (C - 1):(i + 1) * (C - 1), i * C:(i + 1) * C] = np.asarray(post.s_factor[i])
-    Sigma = K_big - K_big @ S.T @ np.linalg.solve(np.eye(n * (C - 1)) + S @ K_big @ S.T, S @ K_big)
+        B = np.eye(C)[[Y[i]]] - np.delete(np.eye(C), Y[i], axis=0)
+        T[i * C:(i + 1) * C, i * C:(i + 1) * C] = B.T @ np.linalg.inv(np.diag(1 / a[i]) + 1.0) @ B
+        nu[i] = B.T @ (b[i] - a[i] * b[i].sum() / (1 + a[i].sum()))
+    Sigma = K_big - K_big @ np.linalg.solve(np.eye(n * C) + T @ K_big, T @ K_big)
+    Sigma = 0.5 * (Sigma + Sigma.T)
+    np.testing.assert_allclose((Sigma @ nu.ravel()).reshape(n, C), post.mean, atol=1e-9)  # the O(C n^3) form
     # Repeated inputs have equal latents under the prior: sample the latents of the distinct inputs.
     _, first, index = np.unique(X[:, 0], return_index=True, return_inverse=True)
     keep = (first[:, None] * C + np.arange(C)).ravel()

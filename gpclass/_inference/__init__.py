@@ -16,7 +16,6 @@ from ._posterior import (
 from ._preference import PreferencePosterior, predict_pair_latent, predict_preference
 from .ais import AIS
 from .ep import EP
-from .ep_classes import ClassEPPosterior
 from .jaakkola_jordan import JaakkolaJordan
 from .jaakkola_jordan_upper import JaakkolaJordanUpper
 from .kl import KL
@@ -27,7 +26,6 @@ __all__ = [
     "AIS",
     "AbstractPosterior",
     "AbstractInference",
-    "ClassEPPosterior",
     "EP",
     "MCMC",
     "SamplePosterior",

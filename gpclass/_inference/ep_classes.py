@@ -8,12 +8,19 @@ C - 1 probit factors, whose moments the inner EP approximates with scalar sites 
 z = b_ij^T f_i + u_i (the paper's inner EP, its Appendix A).  These inner sites (a~, b~), (n, C - 1) each,
 are the state; case i's site in f_i follows by integrating u_i out (the paper's structured site form):
 
-    T~_i = B_i^T (A_i^-1 + 1 1^T)^-1 B_i = S_i^T S_i,   S_i = (I - c v v^T) diag(v) B_i,   v = sqrt(a~_i),
-    nu~_i = B_i^T (b~_i - a~_i sum(b~_i) / (1 + sum(a~_i))),   c = 1 / (r (r + 1)),   r = sqrt(1 + sum(a~_i)),
+    T~_i = B_i^T (A_i^-1 + 1 1^T)^-1 B_i = diag(pi_i) - pi_i pi_i^T / sum(pi_i),
+    pi_i = e_y + (a~_ij at the other classes j),   nu~_i = B_i^T (b~_i - a~_i sum(b~_i) / (1 + sum(a~_i))),
 
-a rank C - 1 precision (the likelihood does not change when a constant is added to every f_i^c) whose
-square root S_i ((C - 1) x C) is in closed form, so B = I + S K S^T (n (C - 1) square, eigenvalues >= 1)
-takes the place of GPML's I + W^1/2 K W^1/2, and no site precision is inverted.
+a rank C - 1 precision (the likelihood does not change when a constant is added to every f_i^c) of the
+softmax's form, GPML eq. 3.38 with unnormalised pi (sum(pi_i) = 1 + sum(a~_i)).  So GPML section 3.5.1's
+factorisation carries over (``dense_classes.softmax_blocks`` at pi, the paper's O(C n^3) posterior): with
+E_c = D_c^1/2 (I + D_c^1/2 K_c D_c^1/2)^-1 D_c^1/2, D_c = diag(pi^c), and writing T~ = D - Pi Pi^T, Pi = D R N^-1/2
+(R the stacked identities, N = diag_i sum(pi_i), so that R^T D R = N), Woodbury gives
+(K + T~^-1)^-1 = E - E R (sum_c E_c)^-1 R^T E exactly as eq. 3.47 (N cancels), and
+log|I + K T~| = sum_c log|B_c| + log|sum_c E_c| - sum_i log sum(pi_i): C Cholesky factorisations of n x n
+matrices and one more, never an nC x nC one.  The posterior is a ``gpc.SoftmaxPosterior`` (that form: its
+``e_blocks`` E_c, ``chol_sum_e`` and ``alpha`` = K^-1 mu), which predicts with the likelihood's exact class
+probabilities.  Both a shared kernel and ``gpc.kernels.PerClass``.
 
 Schedule.  Parallel outer EP (all cases from the marginals of q, then one refactorisation; damped by
 ``EP.damping``, default 0.5): per case, the inner EP starts from q's marginal of w_i (the cavity times case
@@ -22,11 +29,11 @@ i's inner sites: it continues from the previous sites, the paper's incremental u
 ``lik_multinomprobit`` makes one).  At a fixed point every inner site matches its factor's tilted moments
 under q: the fixed point of EP on the augmented model (f, u) with its n (C - 1) probit factors, whatever
 the number of inner passes.  The damped sweeps are extrapolated by Anderson acceleration (``EP.anderson``,
-as for one latent function; the dozen cases of the tests: 38 -> 18 sweeps).  Cost: the dense B, O((n C)^3) per sweep,
-memory O((n C)^2); the paper's O(C n^3) form through the per-class structure is not implemented.
+as for one latent function; the dozen cases of the tests: 38 -> 18 sweeps).  Cost: O(C n^3) per sweep,
+memory O(C n^2).
 
 log Z_EP is EP's marginal likelihood of that augmented model as a function of theta and the inner sites:
-sum_i kappa_i (u_i integrated out) - 1/2 log|B| + 1/2 nu~^T Sigma nu~ + sum_ij (log Z^_ij + the cavity
+sum_i kappa_i (u_i integrated out) - 1/2 log|I + K T~| + 1/2 nu~^T Sigma nu~ + sum_ij (log Z^_ij + the cavity
 terms of GPML eq. 3.65 for the scalar z_ij).  Its derivative in a site is a combination of the differences
 between the moments of q and of the tilted distributions at z_ij, which vanish at the fixed point (EP's
 fixed points are the stationary points of its free energy, Minka 2001; Seeger 2005): so the gradient in
@@ -40,15 +47,15 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jaxtyping import PyTree
 
 from .. import _anderson as anderson
 from .. import _dense as dense
 from .._covariance._base import MATRIX
+from .._covariance.dense_classes import ClassFactor, half_log_det_softmax, softmax_blocks
 from .._exceptions import GPClassError
 from .._iterate import AbstractIterativeSolver, all_finite, relative_change, run
-from .._types import Array, Float
-from ._posterior import AbstractPosterior, SolverInfo
+from .._types import Array
+from ._posterior import SolverInfo, gaussian_posterior
 
 _INNER_SWEEPS = 2  # sequential passes of the inner EP per outer update (any number: the same fixed point)
 
@@ -62,87 +69,80 @@ def solve(method, op, likelihood, y, init=None, key=None):
                            "Softmax.")
     if MATRIX not in op.capabilities:
         raise GPClassError(f"gpc.EP() with {name} under a sparse prior (gpc.Sparse): not supported; nested EP "
-                           "factorises the dense n C x n C posterior. Use a kernel's K.")
+                           "factorises the classes' n x n blocks of K (dense). Use a kernel's K.")
     if method.schedule == "sequential" or method.order == "random":
         raise GPClassError(f"gpc.EP(schedule={method.schedule!r}, order={method.order!r}) with {name}: nested EP "
                            "runs the parallel schedule only; use schedule=None or 'parallel' and order='fixed'.")
-    K = _class_blocks(op.K, likelihood.num_latent)
     B = likelihood.difference_rows(y)
     n, C = y.shape
-    zeros = jnp.zeros((n, C - 1), K.dtype)
-    start = (zeros, zeros) if init is None else tuple(jnp.asarray(s, K.dtype) for s in init)
+    zeros = jnp.zeros((n, C - 1), op.dtype)
+    start = (zeros, zeros) if init is None else tuple(jnp.asarray(s, op.dtype) for s in init)
     if start[0].shape != (n, C - 1) or start[1].shape != (n, C - 1):
         raise GPClassError(f"EP init for {name} must be the inner sites (a~, b~), each of shape (n, C - 1) = "
                            f"{(n, C - 1)}: a posterior's warm_start.")
-    end = run(NestedSweeps(method, *lax.stop_gradient((K, likelihood, B, *start))))
+    end = run(NestedSweeps(method, *lax.stop_gradient((op, likelihood, y, B, *start))))
     sites = lax.stop_gradient((end.state.a, end.state.b))
-    ev = evaluate(K, likelihood, B, *sites)
-    return ClassEPPosterior(
-        alpha=ev.alpha, s_factor=ev.S, chol=ev.chol, mean=ev.mu, log_marginal=ev.log_z,
+    ev = evaluate(op, likelihood, y, B, *sites)
+    return gaussian_posterior(  # GPML section 3.5's form (a gpc.SoftmaxPosterior): module docstring
+        op, ev.factor, alpha=ev.alpha, mean=ev.mu, log_marginal=ev.log_z,
         info=SolverInfo(num_steps=end.num_steps, status=end.status, max_change=end.state.change),
         warm_start=sites,
     )
 
 
-def _class_blocks(K, num_classes):
-    """The prior's blocks K_c (C, n, n): a shared Gram matrix repeated, or a PerClass kernel's own."""
-    return K if K.ndim == 3 else jnp.broadcast_to(K, (num_classes, *K.shape))
-
-
-def site_factors(B, a, b):
-    """Case i's site in f_i from its inner sites (module docstring): S_i, nu~_i, the normaliser kappa_i
-    of integrating u_i out, and q(u_i | f_i) = N(off_i - s_i^T f_i / (1 + sum a~_i), 1 / (1 + sum a~_i)) as
-    (G_i, off_i, var_u_i) with G_i = B_i - 1 s_i^T / (1 + sum a~_i) (z_ij = (G_i f_i)_j + u-part)."""
+def site_factors(Y, B, a, b):
+    """Case i's site in f_i from its inner sites (module docstring): pi_i (its precision is diag(pi_i) -
+    pi_i pi_i^T / sum(pi_i)), nu~_i, the normaliser kappa_i of integrating u_i out, and q(u_i | f_i) =
+    N(off_i - s_i^T f_i / (1 + sum a~_i), 1 / (1 + sum a~_i)) as (G_i, off_i, var_u_i) with G_i = B_i - 1
+    s_i^T / (1 + sum a~_i) (z_ij = (G_i f_i)_j + the rest of u_i)."""
     sa, sb = jnp.sum(a, -1), jnp.sum(b, -1)
-    v = jnp.sqrt(a)
-    r = jnp.sqrt(1.0 + sa)
-    c = 1.0 / (r * (r + 1.0))
-    eye = jnp.eye(a.shape[-1], dtype=a.dtype)
-    R = (eye - c[:, None, None] * v[:, :, None] * v[:, None, :]) * v[:, None, :]
-    S = jnp.einsum("ijk,ikc->ijc", R, B)
+    s = jnp.einsum("ijc,ij->ic", B, a)  # B_i^T a~_i = sum(a~_i) e_y - (a~_i placed at the other classes)
+    pi = Y * (1.0 + sa)[:, None] - s
     nu = jnp.einsum("ijc,ij->ic", B, b - a * (sb / (1.0 + sa))[:, None])
     kappa = -0.5 * jnp.log1p(sa) + 0.5 * sb**2 / (1.0 + sa)
-    s = jnp.einsum("ijc,ij->ic", B, a)
     G = B - s[:, None, :] / (1.0 + sa)[:, None, None]
-    return S, nu, kappa, G, sb / (1.0 + sa), 1.0 / (1.0 + sa)
+    return pi, nu, kappa, G, sb / (1.0 + sa), 1.0 / (1.0 + sa)
 
 
 class Evaluation(eqx.Module):
-    """q(f) = N(mu, Sigma) at the sites, its marginals per case, and log Z_EP."""
+    """q(f) = N(mu, Sigma) at the sites: GPML section 3.5's factorisation, the marginals per case, log Z_EP."""
 
-    S: Array  # (n, C - 1, C) square roots of the sites' precisions
-    chol: Array  # (N, N) Cholesky factor of B = I + S K S^T, N = n (C - 1)
+    factor: ClassFactor  # L_c, E_c, M at pi
     alpha: Array  # (n, C) K^-1 mu
     mu: Array  # (n, C)
     sigma: Array  # (n, C, C) the marginal covariances Sigma_ii
     log_z: Array
 
 
-def evaluate(K, likelihood, B, a, b) -> Evaluation:
-    """q and log Z_EP (module docstring) at the inner sites (a~, b~): one factorisation of B, O((n C)^3).
-    Differentiable in K; the sites enter without derivative wherever it is used for log Z_EP's gradient."""
-    C, n, _ = K.shape
-    S, nu, kappa, G, off, var_u = site_factors(B, a, b)
-    SK = jnp.einsum("iad,dik->iakd", S, K)  # (S K)[(i, a), (k, d)]
-    N = n * (C - 1)
-    Bmat = jnp.eye(N, dtype=K.dtype) + jnp.einsum("iakd,kbd->iakb", SK, S).reshape(N, N)
-    L = dense.cholesky(Bmat)
-    V = dense.solve_triangular(L, SK.reshape(N, n * C), lower=True).reshape(N, n, C)
-    prior_var = jnp.diagonal(K, axis1=1, axis2=2).T  # (n, C)
-    sigma = jax.vmap(jnp.diag)(prior_var) - jnp.einsum("ric,rid->icd", V, V)
-    K_nu = jnp.einsum("dik,kd->id", K, nu)
-    w = dense.solve_triangular(L, jnp.einsum("iad,id->ia", S, K_nu).reshape(N), lower=True)
-    mu = K_nu - jnp.einsum("ric,r->ic", V, w)
-    alpha = nu - jnp.einsum("iac,ia->ic", S, dense.solve_triangular(L, w, lower=True, trans=1).reshape(n, C - 1))
-    quad = jnp.vdot(nu, K_nu) - jnp.vdot(w, w)  # nu~^T Sigma nu~
+def evaluate(op, likelihood, Y, B, a, b) -> Evaluation:
+    """q and log Z_EP (module docstring) at the inner sites (a~, b~): C factorisations of n x n matrices and one
+    more, O(C n^3) (``dense_classes.softmax_blocks`` at pi).  Differentiable in K; the sites enter without
+    derivative wherever it is used for log Z_EP's gradient.
+
+    Sigma_ii = diag_c (K_c - K_c E_c K_c)_ii + (Z_c^T Z_d)_ii with Z_c = L_M^-1 E_c K_c (GPML eq. 3.47);
+    log|I + K T~| = sum_c log|B_c| + log|sum_c E_c| - sum_i log sum(pi_i) (module docstring).
+    """
+    K = op.K
+    pi, nu, kappa, G, off, var_u = site_factors(Y, B, a, b)
+    L, E, M = softmax_blocks(K, pi)
+    factor = ClassFactor(pi, L, E, M)
+    alpha = factor.solve_i_plus_wk(op, nu)  # (I + T~ K)^-1 nu~ = K^-1 mu
+    mu = op.mv(alpha)
+    shared = K.ndim == 2
+    EK = jnp.einsum("cij,jk->cik", E, K) if shared else jnp.einsum("cij,cjk->cik", E, K)
+    C, n, _ = E.shape
+    Z = dense.solve_triangular(M, EK.transpose(1, 0, 2).reshape(n, C * n), lower=True).reshape(n, C, n)
+    prior_var = jnp.diagonal(K)[:, None] if shared else jnp.diagonal(K, axis1=1, axis2=2).T
+    kek = jnp.einsum("ji,cji->ic", K, EK) if shared else jnp.einsum("cji,cji->ic", K, EK)
+    sigma = jnp.einsum("jci,jdi->icd", Z, Z) + jax.vmap(jnp.diag)(prior_var - kek)
+    half_log_det = half_log_det_softmax(K, pi, L, E, M) - 0.5 * jnp.sum(jnp.log(jnp.sum(pi, axis=-1)))
     m_z, v_z = factor_marginals(G, off, var_u, mu, sigma)
     tau_c, nu_c = 1.0 / v_z - a, m_z / v_z - b
     log_z_hat, _, _ = likelihood.factor_tilted_moments(nu_c / tau_c, 1.0 / tau_c)
     cavity_terms = (0.5 * jnp.log1p(a / tau_c) - 0.5 * b**2 / (tau_c + a)
                     + 0.5 * nu_c * (a / tau_c * nu_c - 2.0 * b) / (a + tau_c))
-    log_z = (jnp.sum(kappa) - jnp.sum(jnp.log(jnp.diagonal(L))) + 0.5 * quad
-             + jnp.sum(log_z_hat + cavity_terms))
-    return Evaluation(S, L, alpha, mu, sigma, log_z)
+    log_z = jnp.sum(kappa) - half_log_det + 0.5 * jnp.vdot(nu, mu) + jnp.sum(log_z_hat + cavity_terms)
+    return Evaluation(factor, alpha, mu, sigma, log_z)
 
 
 def factor_marginals(G, off, var_u, mu, sigma):
@@ -194,8 +194,9 @@ class NestedSweeps(AbstractIterativeSolver):
     """
 
     method: eqx.Module
-    K: Array
+    op: eqx.Module
     likelihood: eqx.Module
+    Y: Array
     B: Array
     a0: Array
     b0: Array
@@ -205,15 +206,15 @@ class NestedSweeps(AbstractIterativeSolver):
         return self.method.max_steps
 
     def init(self):
-        inf = jnp.asarray(jnp.inf, self.K.dtype)
+        inf = jnp.asarray(jnp.inf, self.op.dtype)
         memory = (anderson.start(jnp.concatenate([self.a0.ravel(), self.b0.ravel()]), self.method.anderson)
                   if self.method.anderson > 0 else None)
         return NestedState(self.a0, self.b0, -inf, inf, inf, memory)
 
     def step(self, s: NestedState):
         damping = self.method.resolved_damping(self.likelihood, False)
-        ev = evaluate(self.K, self.likelihood, self.B, s.a, s.b)
-        a, b = _sweep(self.likelihood, self.B, s.a, s.b, ev.mu, ev.sigma)
+        ev = evaluate(self.op, self.likelihood, self.Y, self.B, s.a, s.b)
+        a, b = _sweep(self.likelihood, self.Y, self.B, s.a, s.b, ev.mu, ev.sigma)
         a, b = (1.0 - damping) * s.a + damping * a, (1.0 - damping) * s.b + damping * b
         change = jnp.maximum(relative_change(a, s.a), relative_change(b, s.b))  # the sweep's own
         memory = s.memory
@@ -226,16 +227,16 @@ class NestedSweeps(AbstractIterativeSolver):
         return NestedState(a, b, ev.log_z, change, jnp.abs(ev.log_z - s.log_z), memory)
 
     def terminate(self, s: NestedState):
-        tol = self.method.resolved_tol(self.K.dtype)
+        tol = self.method.resolved_tol(self.op.dtype)
         return (s.change <= tol) & (s.log_z_change <= tol * (1.0 + jnp.abs(s.log_z))), jnp.asarray(False)
 
     def finite(self, s: NestedState):
         return all_finite(s.a, s.b, s.log_z)
 
 
-def _sweep(likelihood, B, a, b, mu, sigma, sweeps=_INNER_SWEEPS):
+def _sweep(likelihood, Y, B, a, b, mu, sigma, sweeps=_INNER_SWEEPS):
     """Every case's inner EP from q's marginal of w_i = (f_i, u_i) (module docstring): the new inner sites."""
-    _, _, _, G, off, var_u = site_factors(B, a, b)
+    _, _, _, G, off, var_u = site_factors(Y, B, a, b)
     return jax.vmap(lambda *args: _case_update(likelihood, *args, sweeps))(B, G, off, var_u, mu, sigma, a, b)
 
 
@@ -256,37 +257,3 @@ def joint_marginal(B_i, G_i, off_i, var_u_i, mu_i, sigma_i):
     mean_w = jnp.concatenate([mu_i, mean_u[None]])
     cov_w = jnp.block([[sigma_i, cross[:, None]], [cross[None, :], var_u[None, None]]])
     return mean_w, cov_w
-
-
-class ClassEPPosterior(AbstractPosterior):
-    """q(F) = N(mean, Sigma) of nested EP for C latent functions (``gpc.EP()`` with ``MultinomialProbit``).
-
-    Predictions: E[f*^c] = k_c*^T ``alpha``^c (alpha = K^-1 mean, (n, C)) and Cov[f*] = diag_c(k_c**) - W^T W,
-    W = ``chol``^-1 S k* with ``s_factor`` S (n, C - 1, C) the sites' square roots (GPML eq. 3.24 with
-    S K S^T in place of W^1/2 K W^1/2).  Class probabilities from the likelihood's
-    ``predictive_class_probability`` (``gpc.integrators.Exact()``).  ``warm_start``: the inner sites.
-    """
-
-    alpha: Float[Array, "n C"]
-    s_factor: Float[Array, "n Cm1 C"]
-    chol: Float[Array, "N N"]
-    mean: Float[Array, "n C"]
-    log_marginal: Float[Array, ""]
-    info: SolverInfo
-    warm_start: PyTree[Array]
-    kernel: eqx.Module | None = None
-    likelihood: eqx.Module | None = None
-    X: Float[Array, "n d"] | None = None
-
-    def _latent(self, X_test):
-        """Means (m, C) and covariances (m, C, C) of the test latents."""
-        K_cross, prior_var = self.kernel.gram(X_test, self.X), self.kernel.diag(X_test)
-        n, C = self.alpha.shape
-        K_cross = _class_blocks(K_cross, C)  # (C, m, n)
-        prior_var = prior_var if prior_var.ndim == 2 else jnp.broadcast_to(prior_var, (C, prior_var.shape[0]))
-        mean = jnp.einsum("cmi,ic->mc", K_cross, self.alpha)
-        W0 = jnp.einsum("iac,cmi->iamc", self.s_factor, K_cross)
-        m = K_cross.shape[1]
-        W = dense.solve_triangular(self.chol, W0.reshape(n * (C - 1), m * C), lower=True).reshape(-1, m, C)
-        cov = jax.vmap(jnp.diag)(prior_var.T) - jnp.einsum("rmc,rmd->mcd", W, W)
-        return mean, cov
