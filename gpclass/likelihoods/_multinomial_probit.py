@@ -8,6 +8,8 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import logsumexp
 
+from .. import _dense as dense
+from .._errors import error_if
 from .._exceptions import GPClassError
 from .._types import Array, Float
 from .._validation import Checks, check_class_labels
@@ -21,6 +23,7 @@ _MODE_STEPS = 5  # Newton steps to the mode of log N(u) + sum_j log Phi(u + a_j)
 _Z = 9.0  # the normal mass beyond 9 standard deviations is 2e-19
 _GL_PANEL = np.polynomial.legendre.leggauss(48)  # per panel of the one-dimensional rule (C = 3)
 _GL_TENSOR = {2: 96, 3: 24}  # nodes per dimension of the tensor rule for C - 2 = 2, 3 (12 beyond)
+_MAX_EXACT_CLASSES = 6  # the tensor rule's 12^(C - 2) nodes
 
 
 class MultinomialProbit(AbstractLikelihood):
@@ -124,22 +127,55 @@ class MultinomialProbit(AbstractLikelihood):
         integrated over r by quadrature in C - 2 dimensions: exact (one Phi) for C = 2; for C = 3 one
         dimension, Gauss-Legendre panels split where each Phi turns (the 1-D quadrature over one variable
         with the Gaussian integrated analytically per j; GPstuff instead normalises nested EP's tilted
-        normalisers); a tensor
-        Gauss-Legendre rule beyond (96, 24, then 12 nodes per dimension: coarser as C grows).  Measured
-        against scipy's multivariate normal CDF in tests/test_ep_multinomial_probit.py.
+        normalisers); a tensor Gauss-Legendre rule beyond (96, 24, then 12 nodes per dimension), up to C = 6
+        (12^4 nodes): more classes raise, use ``gpc.integrators.MonteCarlo()``.  Measured against scipy's
+        multivariate normal CDF in tests/test_ep_multinomial_probit.py (C = 3: 3e-15; C = 4: 1e-5, scipy's
+        own accuracy).
         """
         C = self.num_classes
+        if C > _MAX_EXACT_CLASSES:
+            raise GPClassError(f"MultinomialProbit({C}): exact predictive probabilities by quadrature up to "
+                               f"{_MAX_EXACT_CLASSES} classes; use integrator=gpc.integrators.MonteCarlo() "
+                               "with a key.")
         others = np.array([[j for j in range(C) if j != c] for c in range(C)])
         D = jnp.asarray(np.eye(C)[:, None, :] - np.eye(C)[others], mean.dtype)  # (C, C - 1, C)
         a = jnp.einsum("ckj,mj->mck", D, mean)  # (m, C, C - 1)
         Sd = jnp.einsum("ckj,mjl,cil->mcki", D, cov + jnp.eye(C, dtype=cov.dtype), D)
         return _orthant_probability(a.reshape(-1, C - 1), Sd.reshape(-1, C - 1, C - 1)).reshape(a.shape[:2])
 
-    def monte_carlo_probability(self, mean, cov, key, num_samples):
-        raise GPClassError("MultinomialProbit predictions are exact by quadrature: use gpc.integrators.Exact() "
-                           "(the default).")
+    def monte_carlo_probability(self, mean: Float[Array, "m C"], cov: Float[Array, "m C C"], key: Array,
+                                num_samples: int) -> Float[Array, "m C"]:
+        """E[p(y* = c | f*)] for f* ~ N(mean, cov) by averaging the exact p(c | f*) (:meth:`class_probabilities`)
+        over ``num_samples`` draws: the error is random, with standard deviation at most 0.5 / sqrt(num_samples)
+        per probability.  One ``lax.scan`` step per draw keeps memory at O(m C)."""
+        chol = jax.vmap(dense.cholesky)(cov)
+        chol = error_if(chol, ~jnp.all(jnp.isfinite(chol)),
+                        "MultinomialProbit: the latent predictive covariance is not positive definite.")
 
-    monte_carlo_mixture_probability = mean_field_probability = monte_carlo_probability
+        def accumulate(total, k):
+            f = mean + jnp.einsum("mcd,md->mc", chol, jax.random.normal(k, mean.shape, mean.dtype))
+            return total + self.class_probabilities(f), None
+
+        total, _ = lax.scan(accumulate, jnp.zeros_like(mean), jax.random.split(key, num_samples))
+        return total / num_samples
+
+    def monte_carlo_mixture_probability(self, weights, means, var, key, num_samples):
+        """The same for f* ~ sum_s w_s N(means_s, diag var) (the prediction of MCMC or AIS samples): a sample s by
+        its weight, then f* from its Gaussian, per draw."""
+        std, log_weights = jnp.sqrt(jnp.maximum(var, 0.0)), jnp.log(weights)
+
+        def accumulate(total, k):
+            k_sample, k_normal = jax.random.split(k)
+            f = means[jax.random.categorical(k_sample, log_weights)] + std * jax.random.normal(k_normal, std.shape,
+                                                                                                std.dtype)
+            return total + self.class_probabilities(f), None
+
+        total, _ = lax.scan(accumulate, jnp.zeros_like(std), jax.random.split(key, num_samples))
+        return total / num_samples
+
+    def mean_field_probability(self, mean, cov):
+        raise GPClassError("MeanField() approximates the softmax; MultinomialProbit predictions are exact by "
+                           "quadrature (gpc.integrators.Exact(), the default) or gpc.integrators.MonteCarlo().")
 
 
 def _orthant_probability(a: Float[Array, "N k"], S: Float[Array, "N k k"]) -> Float[Array, " N"]:
