@@ -1,5 +1,7 @@
 """Nested EP for the multinomial probit (issue 36, item 3): the likelihood against adaptive quadrature, EP against
-brute-force quadrature (one case), MCMC and AIS (a dozen cases), central differences, jit, vmap and refusals.
+brute-force quadrature (one case, and one tilted distribution), importance sampling (a dozen cases; MCMC and AIS
+on the same problem are in the commit message, longer than a test affords), central differences, jit, vmap and
+refusals.
 
 Numbers measured when written are in the docstrings; the tolerances leave a margin over them.
 """
