@@ -77,7 +77,8 @@ def test_log_prob_against_quadrature():
     """log p(y|f) by the mode-centred Gauss-Hermite rule against scipy's adaptive quadrature: relative
     error <= 2e-15 measured (log p from -0.08 to -307); the C probabilities sum to one within 1e-15; C = 2 is the
     probit of (f^0 - f^1) / sqrt 2.  Predictive class probabilities: exact orthant probabilities, against
-    scipy's multivariate normal CDF for C = 3 (3e-15 measured) and C = 4 (1e-5: scipy's own default accuracy)."""
+    scipy's multivariate normal CDF for C = 3 (3e-15 measured) and C = 4 (1e-5: scipy's own default accuracy); the
+    Monte Carlo average agrees with them."""
     rng = np.random.default_rng(0)
     F = np.concatenate([2.0 * rng.normal(size=(5, 3)), [[-10.0, 5.0, 3.0], [20.0, 0.0, 1.0], [-30.0, 0.0, 0.0]]])
     labels = np.array([0, 1, 2, 0, 1, 0, 1, 0])
@@ -101,6 +102,11 @@ def test_log_prob_against_quadrature():
                 mvn = stats.multivariate_normal(np.zeros(C - 1), D @ (cov[i] + np.eye(C)) @ D.T)
                 np.testing.assert_allclose(p[i, c], mvn.cdf(D @ mean[i]), atol=atol)
         np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=atol)
+    # gpc.integrators.MonteCarlo: the exact p(c|f) averaged over 2000 draws of f (standard error < 0.011).
+    p_mc = fast(lambda m, S: gpc.integrators.MonteCarlo(2000).classes(LIK, m, S, jax.random.key(0)))(
+        mean[:, :3], cov[:, :3, :3])
+    p_exact = compiled(3, "predictive_class_probability")(mean[:, :3], cov[:, :3, :3])
+    np.testing.assert_allclose(p_mc, p_exact, atol=0.04)
 
 
 def tilted_quadrature(label, mean, cov, nodes=30):
