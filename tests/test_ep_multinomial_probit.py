@@ -1,6 +1,6 @@
 """Nested EP for the multinomial probit (issue 36, item 3): the likelihood against adaptive quadrature, EP against
 brute-force quadrature (one case, and one tilted distribution), importance sampling (a dozen cases; MCMC and AIS
-on the same problem are in the commit message, longer than a test affords), central differences, jit, vmap and
+on the same problem, longer than a test affords, in that test's docstring), central differences, jit, vmap and
 refusals.
 
 Numbers measured when written are in the docstrings; the tolerances leave a margin over them.
@@ -231,7 +231,8 @@ def test_dozen_cases_against_importance_sampling():
     four test inputs against importance sampling (:func:`importance_sampling`, 2250 draws; it also checks EP's
     mean against the dense form of its sites).  Measured: log Z_EP - log Z = -0.031 (standard error 0.017,
     effective sample size 1390); probabilities within 0.009.  The gold standard, run longer than a test
-    affords, on the same problem: see the commit message."""
+    affords, on the same problem: gpc.MCMC (8 chains of 2000 after 300 warm-up steps) predicts within 0.013 of
+    EP; gpc.AIS (1000 temperatures, 32 runs) gives log Z = -14.136 +- 0.079 against EP's -14.224."""
     (log_z, (p_ep, status, post)), _ = ep_program(THETA, X, Y)
     assert int(status) == gpc.Status.CONVERGED
     is_log_z, se, p_is, ess = importance_sampling(post, 2250, 0)
