@@ -22,8 +22,9 @@ _MODE_STEPS = 5  # Newton steps to the mode of log N(u) + sum_j log Phi(u + a_j)
 # Orthant probabilities: Gauss-Legendre on [-_Z, _Z] in the standardised quadrature variables.
 _Z = 9.0  # the normal mass beyond 9 standard deviations is 2e-19
 _GL_PANEL = np.polynomial.legendre.leggauss(48)  # per panel of the one-dimensional rule (C = 3)
-_GL_TENSOR = {2: 96, 3: 24}  # nodes per dimension of the tensor rule for C - 2 = 2, 3 (12 beyond)
-_MAX_EXACT_CLASSES = 6  # the tensor rule's 12^(C - 2) nodes
+_GL_INNER = np.polynomial.legendre.leggauss(32)  # per panel of the inner rule (C = 4)
+_GL_OUTER = np.polynomial.legendre.leggauss(128)  # the outer rule (C = 4): 64 nodes left errors of 6e-4
+_MAX_EXACT_CLASSES = 4  # C = 5 by a 64 x 64 outer rule was still 2e-4 off: MonteCarlo beyond
 
 
 class MultinomialProbit(AbstractLikelihood):
@@ -125,12 +126,11 @@ class MultinomialProbit(AbstractLikelihood):
         Split Cov[d] = delta I + R with delta its smallest eigenvalue (>= 1, from e): given r ~ N(0, R),
         of rank C - 2, the d_j are independent and the probability is prod_j Phi((a_j + r_j) / sqrt(delta)),
         integrated over r by quadrature in C - 2 dimensions: exact (one Phi) for C = 2; for C = 3 one
-        dimension, Gauss-Legendre panels split where each Phi turns (the 1-D quadrature over one variable
-        with the Gaussian integrated analytically per j; GPstuff instead normalises nested EP's tilted
-        normalisers); a tensor Gauss-Legendre rule beyond (96, 24, then 12 nodes per dimension), up to C = 6
-        (12^4 nodes): more classes raise, use ``gpc.integrators.MonteCarlo()``.  Measured against scipy's
-        multivariate normal CDF in tests/test_ep_multinomial_probit.py (C = 3: 3e-15; C = 4: 1e-5, scipy's
-        own accuracy).
+        dimension, Gauss-Legendre panels split where each Phi turns (a 1-D quadrature with the Gaussian
+        integrated analytically per j; GPstuff instead normalises nested EP's tilted normalisers); for C = 4
+        those panels inside a 128-node rule over the other dimension.  More classes raise: use
+        ``gpc.integrators.MonteCarlo()``.  Measured against scipy's multivariate normal CDF (Genz, at 1e-9)
+        in tests/test_ep_multinomial_probit.py: C = 3 to 3e-15, C = 4 to 2e-7.
         """
         C = self.num_classes
         if C > _MAX_EXACT_CLASSES:
@@ -179,7 +179,12 @@ class MultinomialProbit(AbstractLikelihood):
 
 
 def _orthant_probability(a: Float[Array, "N k"], S: Float[Array, "N k k"]) -> Float[Array, " N"]:
-    """P(d > 0) for d ~ N(a, S) (:meth:`MultinomialProbit.predictive_class_probability`), batched."""
+    """P(d > 0) for d ~ N(a, S) (:meth:`MultinomialProbit.predictive_class_probability`), batched.
+
+    S = delta I + A A^T with delta the smallest eigenvalue and A (k, k - 1) the other eigenvectors scaled by
+    sqrt(lambda - delta), in ascending order: the last column, the largest, by panels (:func:`_log_panels`),
+    the other one (k = 3) by a Gauss-Legendre rule outside it.
+    """
     k = a.shape[-1]
     if k == 1:
         return jax.scipy.stats.norm.cdf(a[:, 0] / jnp.sqrt(S[:, 0, 0]))
@@ -187,28 +192,28 @@ def _orthant_probability(a: Float[Array, "N k"], S: Float[Array, "N k k"]) -> Fl
     delta = lam[:, :1]
     A = Q[:, :, 1:] * jnp.sqrt(jnp.maximum(lam[:, None, 1:] - delta[:, None], 0.0))  # (N, k, k - 1)
     scaled_a, scaled_A = a / jnp.sqrt(delta), A / jnp.sqrt(delta[:, :, None])
-    dtype = a.dtype
-    if k == 2:  # one dimension: panels split at the points -a_j / A_j where the factors turn
-        nodes, weights = (jnp.asarray(x, dtype) for x in _GL_PANEL)
-        slope = scaled_A[:, :, 0]
-        safe = jnp.where(jnp.abs(slope) > 1e-12, slope, 1.0)
-        turns = jnp.where(jnp.abs(slope) > 1e-12, jnp.clip(-scaled_a / safe, -_Z, _Z), _Z)
-        edges = jnp.concatenate([jnp.full_like(turns[:, :1], -_Z), jnp.sort(turns, axis=1),
-                                 jnp.full_like(turns[:, :1], _Z)], axis=1)  # (N, 4)
-        lo, hi = edges[:, :-1], edges[:, 1:]
-        half = 0.5 * (hi - lo)
-        z = half[..., None] * nodes + (0.5 * (hi + lo))[..., None]  # (N, 3, K)
-        log_w = jnp.log(half[..., None] * weights) - 0.5 * z**2 - 0.5 * jnp.log(2.0 * jnp.pi)
-        args = scaled_a[:, None, None, :] + z[..., None] * slope[:, None, None, :]
-        log_f = jnp.sum(log_cdf_and_mills_ratio(args)[0], axis=-1)
-        return jnp.exp(logsumexp((log_w + log_f).reshape(a.shape[0], -1), axis=-1))
-    per_dim = _GL_TENSOR.get(k - 1, 12)
-    x, w = np.polynomial.legendre.leggauss(per_dim)
-    grids = np.meshgrid(*([x * _Z] * (k - 1)), indexing="ij")
-    z = jnp.asarray(np.stack([g.ravel() for g in grids], -1), dtype)  # (K, k - 1)
-    log_w = jnp.asarray(np.log(np.prod(np.stack(np.meshgrid(*([w * _Z] * (k - 1)), indexing="ij"), -1)
-                                       .reshape(-1, k - 1), axis=1)), dtype)
-    log_w = log_w - 0.5 * jnp.sum(z**2, axis=1) - 0.5 * (k - 1) * jnp.log(2.0 * jnp.pi)
-    args = scaled_a[:, None, :] + jnp.einsum("njd,Kd->nKj", scaled_A, z)
+    if k == 2:
+        return jnp.exp(_log_panels(scaled_a, scaled_A[:, :, -1], _GL_PANEL))
+    nodes, weights = (jnp.asarray(v, a.dtype) for v in _GL_OUTER)  # k == 3: one outer dimension
+    z = _Z * nodes
+    log_w = jnp.log(_Z * weights) - 0.5 * z**2 - 0.5 * jnp.log(2.0 * jnp.pi)
+    shifted = scaled_a[:, None, :] + z[None, :, None] * scaled_A[:, None, :, 0]
+    inner = _log_panels(shifted, jnp.broadcast_to(scaled_A[:, None, :, -1], shifted.shape), _GL_INNER)
+    return jnp.exp(logsumexp(jnp.asarray(log_w, a.dtype) + inner, axis=-1))
+
+
+def _log_panels(a, slope, rule):
+    """log int N(z) prod_j Phi(a_j + slope_j z) dz over [-_Z, _Z] (last axis j), by Gauss-Legendre ``rule`` on
+    panels split at the points -a_j / slope_j where the factors turn: each panel integrates a smooth function."""
+    nodes, weights = (jnp.asarray(x, a.dtype) for x in rule)
+    steep = jnp.abs(slope) > 1e-12
+    turns = jnp.where(steep, jnp.clip(-a / jnp.where(steep, slope, 1.0), -_Z, _Z), _Z)
+    edge = jnp.full_like(turns[..., :1], _Z)
+    edges = jnp.concatenate([-edge, jnp.sort(turns, axis=-1), edge], axis=-1)  # (..., k + 2)
+    lo, hi = edges[..., :-1], edges[..., 1:]
+    half = 0.5 * (hi - lo)
+    z = half[..., None] * nodes + (0.5 * (hi + lo))[..., None]  # (..., k + 1, K)
+    log_w = jnp.log(half[..., None] * weights) - 0.5 * z**2 - 0.5 * jnp.log(2.0 * jnp.pi)
+    args = a[..., None, None, :] + z[..., None] * slope[..., None, None, :]
     log_f = jnp.sum(log_cdf_and_mills_ratio(args)[0], axis=-1)
-    return jnp.exp(logsumexp(log_w + log_f, axis=-1))
+    return logsumexp((log_w + log_f).reshape(*a.shape[:-1], -1), axis=-1)
