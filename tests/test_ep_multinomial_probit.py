@@ -55,6 +55,13 @@ def kernel(theta):
                                  for c in range(3)])
 
 
+def gram(A, B):
+    """The PerClass prior's covariances in numpy, (C, len(A), len(B)): variance_c exp(-|a - b|^2 / (2 l_c^2))."""
+    variance, lengthscale = np.exp(THETA)
+    return variance[:, None, None] * np.exp(-0.5 * (A[:, 0][None, :, None] - B[:, 0][None, None, :]) ** 2
+                                            / lengthscale[:, None, None] ** 2)
+
+
 @functools.partial(gpc.jit, compiler_options=FAST_COMPILE)
 def ep_program(theta, X, Y):
     """log Z_EP and its gradient in theta, with the solver's status."""
@@ -197,7 +204,7 @@ def importance_sampling(sites, mean, num_samples, key):
     precise when the proposal is close.  The weighted samples predict as MCMC's and AIS's posteriors do
     (``gpc.SoftmaxSamplePosterior``): sum_s w_s of the exact average over p(f*|F_s)."""
     n, C = Y.shape[0], 3
-    K = np.asarray(kernel(THETA).gram(X, X))  # (C, n, n)
+    K = gram(X, X)  # (C, n, n)
     K_big = np.zeros((n, C, n, C))  # latents in (n, C) order
     for c in range(C):
         K_big[:, c, :, c] = K[c]
@@ -228,10 +235,10 @@ def importance_sampling(sites, mean, num_samples, key):
     se = w.std(ddof=1) / (np.sqrt(num_samples) * w.mean())
     # p(f*|F_s) = N(K*n K^-1 f_s^c, k** - K*n K^-1 Kn*) per class (Kuss & Rasmussen section 6.1), over the
     # distinct inputs; then the exact average of the likelihood over each, weighted.
-    K_kept, K_cross = K[:, first][:, :, first], np.asarray(kernel(THETA).gram(X_TEST, X[first]))  # (C, m, .)
+    K_kept, K_cross = K[:, first][:, :, first], gram(X_TEST, X[first])  # (C, m, distinct)
     A = np.linalg.solve(K_kept, np.swapaxes(K_cross, 1, 2)).transpose(0, 2, 1)  # (C, m, distinct)
     means = np.einsum("cmj,sjc->smc", A, F[:, first])
-    var = np.asarray(kernel(THETA).diag(X_TEST)).T - np.sum(A * K_cross, axis=2).T  # (m, C)
+    var = np.exp(THETA[0])[None, :] - np.sum(A * K_cross, axis=2).T  # (m, C)
     m = X_TEST.shape[0]
     cov = np.broadcast_to(var[:, :, None] * np.eye(C), (num_samples, m, C, C)).reshape(-1, C, C)
     p_s = np.asarray(compiled(3, "predictive_class_probability")(means.reshape(-1, C), cov)).reshape(-1, m, C)
