@@ -163,7 +163,10 @@ class SoftmaxPosterior(AbstractPosterior):
     need ``alpha`` = y - pi^ (E[f*^c] = k_c*^T alpha^c, eq. 3.41), the blocks
     ``e_blocks`` E_c = D_c^1/2 (I + D_c^1/2 K_c D_c^1/2)^-1 D_c^1/2 of shape (C, n, n)
     and ``chol_sum_e``, the Cholesky factor M of sum_c E_c (eqs. 3.43, 3.47).
-    ``log_marginal`` is eq. 3.44; ``warm_start`` is a = K^-1 F^ (n, C).
+    ``log_marginal`` is eq. 3.44; ``warm_start`` is a = K^-1 F^ (n, C).  Nested EP for
+    ``gpc.likelihoods.MultinomialProbit`` returns the same form (its site precisions are the softmax's W with
+    unnormalised pi, ``_inference/ep_classes.py``): there ``alpha`` = K^-1 mu, ``mean`` mu, ``log_marginal``
+    log Z_EP and ``warm_start`` the inner sites.
     """
 
     alpha: Float[Array, "n C"]
