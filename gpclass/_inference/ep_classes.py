@@ -40,7 +40,8 @@ fixed points are the stationary points of its free energy, Minka 2001; Seeger 20
 theta holds the converged sites fixed (``stop_gradient``), reverse mode runs through one evaluation and
 never through the sweeps, and memory does not grow with them.  At the computed sites the error is of the
 order of the convergence residual (tests/test_ep_multinomial_probit.py: 1e-10 against central differences,
-with repeated inputs).
+with repeated inputs).  Only log Z_EP is stationary: derivatives of the posterior mean and of predictions
+also hold the sites fixed here (one-latent EP solves the sites' implicit adjoint for them; not yet here).
 """
 
 import equinox as eqx
