@@ -50,6 +50,30 @@ class Exact(AbstractIntegrator):
     def binary(self, likelihood, mean, var):
         return likelihood.predictive_probability(mean, var)
 
+    def classes(self, likelihood, mean, cov, key):
+        """The likelihood's own average over N(mean, cov) (``MultinomialProbit``: exact orthant probabilities)."""
+        return _exact_classes(likelihood)(mean, cov)
+
+    def mixture_classes(self, likelihood, weights, means, var, key):
+        """sum_s w_s of the exact average over N(means_s, diag var), one sample at a time (memory O(m C^2))."""
+        exact = _exact_classes(likelihood)
+        cov = var[..., None] * _jnp.eye(var.shape[-1], dtype=var.dtype)
+
+        def accumulate(total, weight_and_mean):
+            weight, mean = weight_and_mean
+            return total + weight * exact(mean, cov), None
+
+        total, _ = _lax.scan(accumulate, _jnp.zeros_like(means[0]), (weights, means))
+        return total
+
+
+def _exact_classes(likelihood):
+    exact = getattr(likelihood, "predictive_class_probability", None)
+    if exact is None:
+        raise _GPClassError(f"Exact() has no closed form for {type(likelihood).__name__}; use "
+                            "gpc.integrators.MonteCarlo() or MeanField().")
+    return exact
+
 
 class MacKay(AbstractIntegrator):
     """sigma(kappa(var) mean), kappa = (1 + pi var / 8)^-1/2 (Gibbs & MacKay eq. 23), meant for the logistic."""

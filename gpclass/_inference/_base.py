@@ -26,6 +26,10 @@ class AbstractInference(eqx.Module):
     multiclass = False
     supports_mask = False  # left-out cases (``mask=``): methods that see the data only through the likelihood
 
+    def multiclass_for(self, likelihood) -> bool:
+        """Whether ``solve`` accepts this likelihood with several latent functions per case (``multiclass``)."""
+        return self.multiclass
+
     def check_ml2(self) -> None:
         """Raise if maximising this method's ``log_marginal`` over hyperparameters is ill-posed (default: fine)."""
 

@@ -156,10 +156,10 @@ def solve(method, op, likelihood, y, init, key=None, checks=None):
     """
     if checks is not None:
         op = checks.attach(op.value_checks(checks))
-    if likelihood.num_latent > 1 and not method.multiclass:
+    if likelihood.num_latent > 1 and not method.multiclass_for(likelihood):
         raise GPClassError(
             f"{type(method).__name__} does not support the multi-class {type(likelihood).__name__} likelihood, "
-            "which needs gpc.Laplace(), gpc.KL(), gpc.MCMC() or gpc.AIS()."
+            f"which needs {getattr(likelihood, 'multiclass_methods', 'gpc.Laplace()')}."
         )
     op.check_latent(likelihood.num_latent)
     return method.solve(op, likelihood, y, init, key)

@@ -168,6 +168,10 @@ class SoftmaxPosterior(AbstractPosterior):
     ``gpc.KL()``'s q(F) = prod_c N(m_c, (K_c^-1 + diag(tau~_c))^-1) has the same form with D_c = diag(tau~_c),
     ``alpha`` = K^-1 m and no coupling between the classes (``chol_sum_e`` is None): Cov[f*] is diagonal,
     k_c(x*, x*) - k_c*^T E_c k_c* (GPML eq. 3.24 per class).
+
+    Nested EP for ``gpc.likelihoods.MultinomialProbit`` returns the same form (its site precisions are the
+    softmax's W with unnormalised pi, ``_inference/ep_classes.py``): there ``alpha`` = K^-1 mu, ``mean`` mu,
+    ``log_marginal`` log Z_EP and ``warm_start`` the inner sites.
     """
 
     alpha: Float[Array, "n C"]

@@ -63,6 +63,7 @@ from .._linalg import inverse_from_cholesky
 from .._status import Status
 from .._types import Array
 from .._validation import require_setting
+from . import ep_classes
 from ._base import AbstractInference
 from ._ep_updates import ep_log_marginal, extrapolate_sites, site_log_normalisers, site_update
 from ._implicit import implicit_fixed_point
@@ -132,8 +133,15 @@ class EP(AbstractInference):
         require_setting("EP", "max_steps", self.max_steps, low=1, low_open=False, integer=True)
         require_setting("EP", "anderson", self.anderson, low_open=False, integer=True)
 
+    def multiclass_for(self, likelihood) -> bool:
+        """Nested EP (``ep_classes``) for a likelihood of probit factors (``MultinomialProbit``)."""
+        return getattr(likelihood, "probit_factors", False)
+
     def solve(self, op, likelihood, y, init=None, key=None):
-        """Sweeps to the fixed point on ``stop_gradient`` inputs, then log Z_EP and the posterior at the sites."""
+        """Sweeps to the fixed point on ``stop_gradient`` inputs, then log Z_EP and the posterior at the sites;
+        nested EP (``ep_classes``) for several latent functions per case."""
+        if likelihood.num_latent > 1:
+            return ep_classes.solve(self, op, likelihood, y, init, key)
         op.require(PRIOR, "gpc.EP()", "EP under a sparse prior supports FITC only (gpc.Sparse(..., "
                    "approximation='fitc')); for VFE use gpc.KL() or gpc.Laplace().")
         sequential = self._sequential_on(op)

@@ -95,6 +95,10 @@ class KL(AbstractInference):
     supports_mask = True
     multiclass = True
 
+    def multiclass_for(self, likelihood) -> bool:
+        """The softmax (``kl_classes``); the multinomial probit's expectations are untested here: refused."""
+        return getattr(likelihood, "block_curvature", False)
+
     tol: float | None = eqx.field(static=True, default=None)
     site_tol: float | None = eqx.field(static=True, default=None)
     max_steps: int = eqx.field(static=True, default=1000)

@@ -91,6 +91,10 @@ class Laplace(AbstractInference):
 
     multiclass = True
 
+    def multiclass_for(self, likelihood) -> bool:
+        """The softmax: its block-diagonal W is what multi-class Laplace factorises (``block_curvature``)."""
+        return getattr(likelihood, "block_curvature", False)
+
     def __check_init__(self):
         require_setting("Laplace", "tol", self.tol, optional=True)
         require_setting("Laplace", "residual_tol", self.residual_tol, optional=True)

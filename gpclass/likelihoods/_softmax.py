@@ -33,6 +33,8 @@ class Softmax(AbstractLikelihood):
             raise GPClassError(f"Softmax needs an integer num_classes >= 2; got {self.num_classes!r}.")
 
     log_concave = True
+    block_curvature = True  # W = diag(pi) - pi pi^T per case: multi-class Laplace (GPML Algorithm 3.3)
+    multiclass_methods = "gpc.Laplace(), gpc.KL(), gpc.MCMC() or gpc.AIS()"
 
     @property
     def num_latent(self) -> int:
