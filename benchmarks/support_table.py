@@ -4,8 +4,8 @@
 
 Each cell is what ``gpc.infer`` does with that method, likelihood and prior on six cases: "yes" when it returns
 a posterior with a finite log marginal likelihood (MCMC: finite samples), "no" when it refuses with a
-``gpc.GPClassError`` (the message is printed below the table), "FAIL" for anything else (a bug).  The table in the README is this
-script's output, so it says what the code does, not what was meant.
+``gpc.GPClassError`` (the message is printed below the table), "FAIL" for anything else (a bug).  The table in
+the README is this script's output, so it says what the code does, not what was meant.
 """
 
 import sys
@@ -46,7 +46,8 @@ def cell(method, prior, likelihood, y):
     try:
         post = gpc.infer(method, prior, likelihood, X, y, key=jax.random.key(0), throw=False)
         # MCMC estimates no log marginal likelihood (NaN by design): its samples must be finite instead.
-        value = post.samples if isinstance(method, gpc.MCMC) else post.log_marginal
+        inner = getattr(post, "differences", post)  # Preference: the posterior of the utility differences
+        value = inner.samples if isinstance(method, gpc.MCMC) else post.log_marginal
         ok = bool(np.all(np.isfinite(np.asarray(value))))
         return ("yes" if ok else "FAIL"), None if ok else "non-finite result"
     except gpc.GPClassError as e:

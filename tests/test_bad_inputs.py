@@ -204,6 +204,7 @@ def test_one_class_binary_laplace_matches_a_dense_evaluation(y):
     assert np.all((np.asarray(p) - 0.5) * y_pm[0] > 0)
 
 
+@pytest.mark.slow
 def test_one_class_binary_ep_and_kl_against_the_exact_evidence():
     """EP and KL with one class: the KL bound below the quadrature log Z, EP close to it."""
     y = -np.ones(3)
@@ -224,6 +225,7 @@ def test_one_class_softmax_laplace_matches_a_dense_evaluation():
     assert np.all(np.argmax(np.asarray(p), axis=1) == 1)
 
 
+@pytest.mark.slow
 def test_one_class_samplers_match_quadrature():
     """AIS's log Z and MCMC's posterior mean with one class, against brute-force quadrature (Monte Carlo tolerances)."""
     y = np.ones(3)

@@ -55,6 +55,7 @@ def test_under_every_transformation_the_same_values():
     assert float(jax.jit(own)(x)) == float(plain(x))
 
 
+@pytest.mark.slow
 def test_library_entry_points_nest_in_user_transformations():
     """gpc.infer is compiled with the options when called eagerly, and inlined under jit, grad and vmap."""
     X, y = toy_data(n=8, seed=0)

@@ -36,6 +36,7 @@ def sparse_oracle(power, jitter=1e-6):
 
 
 @pytest.mark.parametrize("approximation, power", [("fitc", 1.0), ("vfe", 0.0), (0.4, 0.4)])
+@pytest.mark.slow
 def test_low_rank_operator_against_numpy_from_kernel_blocks(approximation, power):
     op = gpc.Sparse(KERNEL, Z, approximation=approximation).covariance(jnp.asarray(X))
     K, g = sparse_oracle(power)
@@ -92,6 +93,7 @@ def test_dense_operator_against_numpy():
 
 @pytest.mark.parametrize("method", [gpc.Laplace(), gpc.KL(), gpc.JaakkolaJordan()], ids=["Laplace", "KL", "JJ"])
 @pytest.mark.parametrize("approximation", ["fitc", "vfe"])
+@pytest.mark.slow
 def test_sparse_log_q_gradients_against_finite_differences(method, approximation):
     """d log q / d(log variance, log length scale, inducing inputs) under FITC and VFE, on duplicate rows."""
     X_dup = np.concatenate([X, X[:4]])
@@ -108,6 +110,7 @@ def test_sparse_log_q_gradients_against_finite_differences(method, approximation
     assert_directional_derivatives(log_q, params, directions=2, h=1e-5, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_laplace_float32_start_under_a_sparse_prior_gives_the_same_mode():
     """float32_start=True now works with any operator: the float64 mode, log q and gradient are unchanged."""
 
@@ -129,6 +132,7 @@ def test_laplace_float32_start_under_a_sparse_prior_gives_the_same_mode():
     np.testing.assert_allclose(mean, mean0, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_every_posterior_predicts_as_the_functions_do():
     """post.predict / post.latent are gpc.predict / gpc.predict_latent, for every kind of posterior."""
     softmax = gpc.likelihoods.Softmax(3)
@@ -149,6 +153,7 @@ def test_every_posterior_predicts_as_the_functions_do():
         np.testing.assert_array_equal(post.predict(X[:5], key=key), gpc.predict(post, X[:5], key=key))
 
 
+@pytest.mark.slow
 def test_refusals_name_the_method_and_the_prior():
     """Sparse EP ran its parallel update whatever schedule and order said; now the combination is refused."""
     prior = gpc.Sparse(KERNEL, Z)
@@ -164,6 +169,7 @@ def test_refusals_name_the_method_and_the_prior():
     assert float(default.log_marginal) == float(parallel.log_marginal)
 
 
+@pytest.mark.slow
 def test_label_noise_ep_under_fitc_equals_dense_ep_on_the_numpy_fitc_matrix():
     """EP with a likelihood that is not log-concave under FITC (refused before the one implicit adjoint): log q
     and its gradient equal dense EP's on K~ assembled in NumPy from kernel blocks (a Precomputed kernel), and the
@@ -187,6 +193,7 @@ def test_label_noise_ep_under_fitc_equals_dense_ep_on_the_numpy_fitc_matrix():
     assert_directional_derivatives(log_q, params, directions=2, h=1e-5, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_precomputed_gram_matrix_runs_under_every_method_as_its_kernel_does():
     """A user's Gram matrix over items (``gpc.kernels.Precomputed``) against the kernel that made it: the same
     log q and predictions under every method, the gradient in K by finite differences, and clear refusals."""

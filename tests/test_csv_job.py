@@ -51,6 +51,7 @@ def check_run(run, num_train, num_test):
     assert run["wall_time_s"]["fit"] > 0
 
 
+@pytest.mark.slow
 def test_entry_point_binary_string_labels_held_out_with_report_and_plot(tmp_path):
     """Crabs (60 cases, sex as 'no'/'yes'), one row with a '?' left out by --drop-missing, in a new process."""
     X, y = subset("crabs", 61, seed=0)
@@ -85,6 +86,7 @@ def test_entry_point_binary_string_labels_held_out_with_report_and_plot(tmp_path
     assert plot.read_bytes()[:8] == PNG
 
 
+@pytest.mark.slow
 def test_three_classes_cross_validation_in_process(tmp_path, capsys):
     """Vehicle (bus / car / van, 60 cases): softmax Laplace in 3 folds, per-fold numbers, out-of-fold plot."""
     X, y = subset("vehicle", 60, seed=1, classes=[0, 1, 3])
@@ -114,6 +116,7 @@ def test_three_classes_cross_validation_in_process(tmp_path, capsys):
     assert plot.read_bytes()[:8] == PNG
 
 
+@pytest.mark.slow
 def test_kernel_option_rational_quadratic_with_ard(tmp_path, capsys):
     """--kernel rq --ard: the rational quadratic with one length scale per feature on a CSV file, its alpha fitted
     and reported, in-process."""
@@ -132,6 +135,7 @@ def test_kernel_option_rational_quadratic_with_ard(tmp_path, capsys):
     assert len(run["hyperparameters"]["lengthscale"]) == 8 and run["hyperparameters"]["alpha"] > 0
 
 
+@pytest.mark.slow
 def test_main_job_takes_kernel_and_ard(capsys):
     """The bundled-data job with --kernel matern52 --ard: one fitted length scale per feature, reported as an array,
     in-process (the fit starts from every length scale sqrt(d) = sqrt(34) on ionosphere)."""

@@ -38,6 +38,7 @@ def write_csv(path, X, labels):
     return str(path)
 
 
+@pytest.mark.slow
 def test_ordinal_job_end_to_end(tmp_path, capsys, data):
     X, y = data
     text = write_csv(tmp_path / "text.csv", X, NAMES[y])

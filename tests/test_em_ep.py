@@ -71,6 +71,7 @@ def test_bound_matches_dense_formula_and_lies_below_exact_log_z(method):
     np.testing.assert_allclose(F_other, dense_bound(K, tau, mean, C, special.log_ndtr, y), rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_bound_gradient_with_q_fixed_matches_finite_differences(em_fit):
     """d F / d theta at fixed q is Kim & Ghahramani eq. 17 (here by autodiff), and d F / d epsilon.  q is the EP
     posterior of the EM-EP fit (any Gaussian q will do; this one costs no compilation of its own); F is taken at
@@ -175,6 +176,7 @@ def run_em_ep(X, y):
     return gpc.fit_em_ep(gpc.EP(), kim_ghahramani_kernel(2), lik, X, y, max_steps=400, progress=True)
 
 
+@pytest.mark.slow
 def test_em_ep_under_vmap_matches_one_by_one(em_fit):
     """Two problems that stop at different EM steps (17 and 41) with different label-flip rates (0 and 1/30): the
     batch runs on after the first has stopped, whose steps must be discarded; and each keeps its own epsilon."""

@@ -81,6 +81,7 @@ def test_single_case_is_exact(lik):
 @pytest.mark.parametrize(  # each (likelihood, n) compiles EP and Laplace: both sizes, both likelihoods, two pairs
     "lik, n", [(gpc.likelihoods.Probit(), 3), (gpc.likelihoods.Logistic(), 2)], ids=["probit-3", "logistic-2"]
 )
+@pytest.mark.slow
 def test_close_to_brute_force_log_z_and_closer_than_laplace(lik, n):
     rng = np.random.default_rng(n)
     X, y = rng.normal(size=(n, 2)), np.array([1.0, -1.0, 1.0])[:n]
@@ -94,6 +95,7 @@ def test_close_to_brute_force_log_z_and_closer_than_laplace(lik, n):
 
 @SCHEDULES
 @LIKELIHOODS
+@pytest.mark.slow
 def test_fixed_point_and_log_z_formula(lik, schedule, pima_small):
     X, y = pima_small  # the data shape of the next test: the same compiled EP programs
     kernel = gpc.kernels.SquaredExponential(variance=20.0, lengthscale=4.0)
@@ -116,6 +118,7 @@ def test_fixed_point_and_log_z_formula(lik, schedule, pima_small):
     np.testing.assert_allclose(float(post.log_marginal), dense, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_gradient_is_gpml_eq_5_27_from_the_last_sweeps_factor(pima_small):
     """At the fixed point d log Z_EP / d theta = 1/2 tr((b b^T - (K + S~^-1)^-1) dK/dtheta), b = K^-1 mu (GPML eq.
     5.27), here computed densely in NumPy from the converged sites.  The program factorises B only for the sweeps
@@ -140,6 +143,7 @@ def test_gradient_is_gpml_eq_5_27_from_the_last_sweeps_factor(pima_small):
     assert not re.findall(r"= lu\b", jaxpr)  # log Z_EP alone: the sites' implicit adjoint is not solved
 
 
+@pytest.mark.slow
 def test_gradient_of_predictions_matches_finite_differences(pima_small):
     """Predictions depend on the converged sites, whose dependence on the hyperparameters is the implicit
     adjoint of the fixed point (log Z_EP's gradient alone holds them fixed): the gradient of the predictive
@@ -161,6 +165,7 @@ def test_gradient_of_predictions_matches_finite_differences(pima_small):
 
 
 @LIKELIHOODS
+@pytest.mark.slow
 def test_sequential_random_order_and_parallel_reach_the_same_fixed_point(lik, pima_small):
     X, y = pima_small
     kernel = gpc.kernels.SquaredExponential(variance=30.0, lengthscale=2.0)
@@ -185,6 +190,7 @@ def test_sequential_random_order_and_parallel_reach_the_same_fixed_point(lik, pi
     ],
     ids=["sequential", "parallel", "sequential-label-noise"],
 )
+@pytest.mark.slow
 def test_anderson_acceleration_reaches_the_same_fixed_point_in_fewer_sweeps(schedule, lik, fewer, pima_small):
     """EP's default extrapolates every sweep from the last three (gpclass/_anderson.py); anderson=0 runs the plain
     sweeps.  Label noise clips site precisions at 0, and so does the extrapolation (its projection)."""
@@ -200,6 +206,7 @@ def test_anderson_acceleration_reaches_the_same_fixed_point_in_fewer_sweeps(sche
         gpc.EP(anderson=-1)
 
 
+@pytest.mark.slow
 def test_predictions_match_gpml_eqs_3_60_3_61(pima_small):
     X, y = pima_small  # the fixed-point tests' data and kernel: their compiled EP program
     X_test = standardised_subset("pima", 5, n=15)[0]
@@ -218,6 +225,7 @@ def test_predictions_match_gpml_eqs_3_60_3_61(pima_small):
     np.testing.assert_allclose(gpc.predict(post, X_test), special.ndtr(mean_ref / np.sqrt(1 + var_ref)), rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_vmap_matches_loop_and_non_convergence_is_reported():
     # Pima subsets of the shape of the fixed-point tests.
     data = [standardised_subset("pima", s) for s in range(2, 5)]
@@ -254,6 +262,7 @@ def test_laplace_refuses_label_noise(pima_small):
 
 
 @SCHEDULES
+@pytest.mark.slow
 def test_a_case_without_prior_variance_adds_its_likelihood_only(schedule):
     """A case whose latent value has prior variance exactly 0 (the linear kernel at x = 0: f(0) = 0) is known, so
     its site can say nothing: EP (both schedules) gives log Z_EP of the other cases plus log p(y | 0) = log 1/2, the

@@ -134,6 +134,7 @@ def converged_ep(schedule, theta, X, y):
     return jax.value_and_grad(log_z, has_aux=True)(theta)
 
 
+@pytest.mark.slow
 def test_one_blocked_sweep_equals_the_unblocked_rank_one_sweep():
     X, y = data()
     K = numpy_fixed_point()[0]
@@ -177,6 +178,7 @@ def test_sweep_in_panels_updating_the_trailing_part_equals_the_rank_one_sweep(ra
     np.testing.assert_allclose(nu, nu_ref, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_converged_result_matches_numpy_and_the_parallel_fixed_point():
     X, y = data()
     _, tau_ref, nu_ref, Sigma_ref, mu_ref, log_z_ref = numpy_fixed_point()

@@ -143,6 +143,7 @@ def test_ard_with_irrelevant_inputs_stops_converged_no_worse_than_scikit_learn(d
 
 
 @pytest.mark.timeout(240)  # the vmapped fit that hung in a plain process (tests/test_no_deadlock.py)
+@pytest.mark.slow
 def test_vmap_over_64_data_sets_equals_fitting_one_by_one():
     data = [toy_data(n=30, seed=s) for s in range(64)]
     Xs, ys = np.stack([d[0] for d in data]), np.stack([d[1] for d in data])
@@ -163,6 +164,7 @@ def test_vmap_over_64_data_sets_equals_fitting_one_by_one():
         assert int(batched.num_steps[i]) == int(single.num_steps)
 
 
+@pytest.mark.slow
 def test_a_failed_start_is_a_value_not_an_exception():
     """At K = 1e8 * ones (the corner of the default box) Laplace's Newton iterations do not converge."""
     result = fit_laplace(se(1e8, 1e8), *toy_data(n=30, seed=3), throw=False)
@@ -189,6 +191,7 @@ def test_any_optax_optimiser_reaches_the_same_optimum():
     np.testing.assert_allclose(log_params(adam.kernel), log_params(lbfgs.kernel), atol=1e-3)
 
 
+@pytest.mark.slow
 def test_log_prior_moves_the_optimum_to_a_stationary_point_of_the_posterior():
     X, y = toy_data(n=30, seed=6)
 
@@ -314,6 +317,7 @@ def fixed_variance_spec(kernel):
     return eqx.tree_at(lambda k: k.variance, jax.tree.map(lambda _: True, kernel), False), False
 
 
+@pytest.mark.slow
 def test_per_parameter_bounds_and_fixed_parameters_match_scikit_learn():
     """``trainable`` holds the variance exactly at its value; per-parameter bounds (one per ARD length scale,
     traced) bind where they should: the second length scale, whose input matters little, sits exactly on its

@@ -35,6 +35,7 @@ def label_noise_data(seed, flipped):
     ],
     ids=["ep", "kl", "jaakkola-jordan", "ep-label-noise", "ep-label-noise-at-bound"],
 )
+@pytest.mark.slow
 def test_fit_reaches_a_stationary_point(method, likelihood, seed, flipped, reason):
     X, y = label_noise_data(seed, flipped)
     result = fast_fit(method, START, likelihood, X, y)  # gpc.fit compiled as test_fit's programs are

@@ -88,6 +88,7 @@ def value_and_grad(method, likelihood, theta, X, y, X_test):
 
 
 @METHODS
+@pytest.mark.slow
 def test_float32_with_x64_off_matches_float64(method, likelihood, problem):
     theta, X, y, X_test = problem
     ref_value, (ref_p, ref_mean, ref_converged) = forward(method, likelihood, theta, X, y, X_test)
@@ -141,6 +142,7 @@ def every_other(theta, X, y, classes, X_test):
     return results
 
 
+@pytest.mark.slow
 def test_every_other_method_and_operator_in_float32_matches_float64(problem):
     theta, X, y, X_test = problem
     classes = (np.arange(len(y)) % 3).astype(np.float64)

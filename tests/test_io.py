@@ -76,6 +76,7 @@ def results():
     }
 
 
+@pytest.mark.slow
 def test_every_result_round_trips_exactly_and_pickles():
     for name, obj in results().items():
         loaded, data = round_trip(obj)
@@ -86,6 +87,7 @@ def test_every_result_round_trips_exactly_and_pickles():
         assert header["format"] == "gpclass" and header["type"].endswith(type(obj).__name__), name
 
 
+@pytest.mark.slow
 def test_new_process_predicts_bit_for_bit_and_float64_needs_x64(tmp_path):
     """Saved here, loaded in a new Python: a posterior and an SVGP predict exactly what they predict here.
     The new process first runs without x64: a float32 model loads as float32, a float64 file is refused."""

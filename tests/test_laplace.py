@@ -97,6 +97,7 @@ def dense_log_marginal(K, lik, y, f):
 
 
 @LIKELIHOODS
+@pytest.mark.slow
 def test_mode_and_evidence_match_their_definitions(lik, ionosphere_small):
     X, y = ionosphere_small
     log_v, log_l = np.log(2.0), np.log(4.0)
@@ -288,6 +289,7 @@ def float32_start_from_zero(K, y):
 
 
 @pytest.mark.parametrize("log_sigma_f", [np.log(2.0) / 2, 9.0])
+@pytest.mark.slow
 def test_float32_start_gives_the_float64_mode_log_q_and_gradient(log_sigma_f, ionosphere_small):
     """Newton's method started in float32 (forced on at n = 60; by default from 512 cases) ends at the float64 mode:
     mode, log q and gradient as without it.  At sigma_f = 1.4 float32 takes the iterations most of the way (the

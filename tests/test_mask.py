@@ -76,6 +76,7 @@ def full_and_masked(method, likelihood):
     (gpc.Laplace(), LOGISTIC), (gpc.EP(), PROBIT), (gpc.KL(), LOGISTIC),
     (gpc.EP(), gpc.likelihoods.LabelNoise(PROBIT, np.float64(0.05))),  # the implicit adjoint of its clipped sites
 ])
+@pytest.mark.slow
 def test_padded_cases_change_nothing(method, likelihood):
     full, masked = full_and_masked(method, likelihood)
     np.testing.assert_allclose(masked.log_marginal, full.log_marginal, rtol=1e-9)
@@ -114,6 +115,7 @@ def ragged_data_sets(sizes):
     return np.stack(Xs), np.stack(ys), np.stack(masks)
 
 
+@pytest.mark.slow
 def test_ragged_data_sets_in_one_vmapped_fit():
     """Data sets of 40 and 27 cases padded to 41 and fitted in one vmap: each equals its own fit (objective and
     hyperparameters)."""

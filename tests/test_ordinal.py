@@ -150,6 +150,7 @@ def test_expected_log_prob_matches_quadrature():
     np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-30)
 
 
+@pytest.mark.slow
 def test_two_classes_equal_the_probit_likelihood_function_by_function():
     """K = 2, cutpoint 0, sigma = 1, class 0 as -1 and class 1 as +1: every protocol function equals Probit's
     (to rounding: measured <= 1e-13 relative, mostly equal bit for bit), which is all MCMC and AIS use of a
@@ -256,6 +257,7 @@ def negative_elbo(params, y_i, prior_var=2.0):
 
 
 @pytest.mark.parametrize("problem", list(PROBLEMS))
+@pytest.mark.slow
 def test_gaussian_methods_against_quadrature(problem):
     """EP, Laplace and KL on 1-3 coupled latent values against the quadrature truth.
 
@@ -323,6 +325,7 @@ def test_gradients_match_finite_differences(name):
     np.testing.assert_allclose(grad, fd, rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_two_classes_equal_probit_under_laplace_ep_and_kl():
     """Ordinal(2) (cutpoint 0, sigma = 1, labels 0/1) against Probit (labels -1/+1): log q, its gradient in the
     kernel's log hyperparameters, the latent moments and the predictions, under Laplace, EP and KL (to rounding:
@@ -353,6 +356,7 @@ def sample(method, X, y, key):
     return post, gpc.predict(post, X_TEST)
 
 
+@pytest.mark.slow
 def test_mcmc_and_ais_match_quadrature():
     """Three coupled latents: HMC's posterior mean and covariance (per-chain estimates of 32 chains) and AIS's
     log Z (delta-method standard error from 1024 runs) within 5 standard errors of quadrature (measured |z| <= 1.7);
@@ -396,6 +400,7 @@ def test_mcmc_and_ais_match_quadrature():
     assert worst <= Z_MAX
 
 
+@pytest.mark.slow
 def test_ep_against_quadrature_and_ais_on_a_dozen_problems():
     """Twelve random problems (three coupled cases at random inputs, random labels 0..2), vmapped: EP's log Z within
     0.03 of quadrature and its class probabilities at the test inputs within 0.02; AIS (vmapped over the problems)
@@ -435,6 +440,7 @@ def test_ep_against_quadrature_and_ais_on_a_dozen_problems():
 # gpc.fit, the API
 
 
+@pytest.mark.slow
 def test_fit_learns_cutpoints():
     """gpc.fit (EP) learns the cutpoints with the kernel and sigma held fixed (``trainable``), on 100 cases whose
     inputs lie 50 length scales apart: independent latents f_i ~ N(0, 2), for which EP is exact and the
@@ -462,6 +468,7 @@ def test_fit_learns_cutpoints():
     np.testing.assert_allclose(result.likelihood.mean_rank(p), p @ np.arange(4.0), rtol=1e-14)
 
 
+@pytest.mark.slow
 def test_constructor_labels_and_integrators():
     """Clear errors for bad settings and labels; parameters and cutpoints; MacKay refused; mask and a sparse prior
     (Z = X: K~ = K) agree with the plain problem; jit and vmap over the cutpoints."""

@@ -83,6 +83,7 @@ def test_error_reject_curve_against_rejecting_case_by_case():
     assert len(figure.axes) == 2 and figure.axes[0].lines and figure.axes[1].lines
 
 
+@pytest.mark.slow
 def test_decision_contours_binary_and_softmax():
     X, y = two_blobs(2, 10)
     kernel = gpc.kernels.SquaredExponential(jnp.asarray(4.0), jnp.asarray(1.5))

@@ -157,6 +157,7 @@ def pair_moments(mean, cov, XA_index=(0, 2), XB_index=(2, 0)):
             np.array([[[cov[a, a], cov[a, b]], [cov[b, a], cov[b, b]]] for a, b in zip(i, j)]))
 
 
+@pytest.mark.slow
 def test_laplace_is_laplace_over_the_utilities():
     """log q, the utilities' means and variances and a pair's 2 x 2 covariance from the reduction to the
     differences equal Laplace's method over f (to 1e-10; measured in the print)."""
@@ -173,6 +174,7 @@ def test_laplace_is_laplace_over_the_utilities():
     print("laplace", value - log_q, np.max(np.abs(mean - mode)), np.max(np.abs(pc - true_cov)))
 
 
+@pytest.mark.slow
 def test_ep_is_ep_over_the_utilities():
     """EP on the differences reaches the fixed point of EP over f with rank-one sites (numpy, sequential): log Z_EP,
     the utilities' moments and a pair's covariance to 1e-8 (measured in the print)."""
@@ -205,6 +207,7 @@ def test_methods_against_quadrature():
     print("quadrature", ep[0] - log_z, log_z - kl[0], [np.max(np.abs(r[5] - p_true)) for r in (ep, kl, laplace)])
 
 
+@pytest.mark.slow
 def test_binary_probit_on_the_differences():
     """Preference equals Probit with labels +1 on a precomputed Gram matrix D K D^T / (2 sigma^2) (in numpy) under
     Laplace, EP and KL: the same log q (to rounding, 1e-12)."""
@@ -223,6 +226,7 @@ C_DUP = np.array([[0, 1], [2, 1], [3, 0], [1, 0], [2, 1]])
 
 
 @pytest.mark.parametrize("name", ["laplace", "ep", "kl"])
+@pytest.mark.slow
 def test_gradients_match_finite_differences(name, X=X_DUP, C=C_DUP):
     """d log q / d (log sigma_f^2, log l, sigma) against central differences (h = 1e-5) on the problem with
     identical items compared (a difference of zero prior variance) (rtol 1e-6; measured in the print)."""
@@ -239,6 +243,7 @@ def test_gradients_match_finite_differences(name, X=X_DUP, C=C_DUP):
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_comparisons_of_identical_items_say_nothing():
     """Comparisons of two items with the same inputs (a difference of prior variance exactly 0): under EP and KL
     (whose sites see the zero variance; the binary case, both EP schedules: tests/test_ep.py) log q is that of
@@ -263,6 +268,7 @@ def sample(method, X, C, key):
     return post, post.latent(X), post.preference(XA, XB)
 
 
+@pytest.mark.slow
 def test_mcmc_and_ais_against_quadrature():
     """MCMC (elliptical slice sampling over the differences) gives the utilities' posterior means within 0.05 and
     p(a > b) within 0.02 of quadrature; AIS's log Z within 5 of its standard errors (measured in the print)."""
@@ -281,6 +287,7 @@ def test_mcmc_and_ais_against_quadrature():
     np.testing.assert_allclose(p_ais, p_true, atol=0.03)
 
 
+@pytest.mark.slow
 def test_ep_against_quadrature_and_ais_on_a_dozen_problems():
     """Twelve random problems (three items, four comparisons, random inputs): EP's log Z within 0.05 of quadrature
     and p(a > b) within 0.02; AIS (vmapped over the problems) within 5 standard errors of quadrature and EP within

@@ -8,6 +8,7 @@ import sys
 
 import jax
 import numpy as np
+import pytest
 from conftest import standardised_subset
 
 import gpclass as gpc
@@ -24,6 +25,7 @@ def has_host_callback(lowered) -> bool:  # as tests/test_errors.py
     return "callback" in lowered.as_text()
 
 
+@pytest.mark.slow
 def test_fit_reports_its_history_and_is_silent_by_default(capsys):
     assert not has_host_callback(gpc.fit.lower(gpc.Laplace(), KERNEL, LIK, X, y))
     assert not has_host_callback(gpc.fit_em_ep.lower(gpc.EP(), KERNEL, gpc.likelihoods.Probit(), X, y,
@@ -46,6 +48,7 @@ def test_fit_reports_its_history_and_is_silent_by_default(capsys):
     assert capsys.readouterr() == ("", "")
 
 
+@pytest.mark.slow
 def test_thinned_reports_under_jit_and_vmap():
     """Under vmap each problem reports its own steps (no index: matched by value); every=3 is obeyed per problem,
     and a problem that has stopped stops reporting while the other goes on."""
@@ -102,6 +105,7 @@ def test_samplers_report_per_run():
         assert has_host_callback(lowered) == (report is not None)
 
 
+@pytest.mark.slow
 def test_float64_values_reach_the_host_whole_under_the_x64_context_manager():
     """With x64 enabled by ``jax.enable_x64`` (as the main job does), float64 callback arguments were rounded to
     float32 on the host (the main job printed objectives 1e-6 off); they now travel as their bits."""

@@ -71,6 +71,7 @@ def test_boundary_settings_are_accepted():
     gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.0)
 
 
+@pytest.mark.slow
 def test_ep_with_zero_damping_no_longer_returns_the_prior():
     """Before: accepted, status CONVERGED after 2 sweeps and log Z = n log 1/2, every prediction 0.5."""
     with pytest.raises(gpc.GPClassError, match="damping"):
@@ -108,6 +109,7 @@ def test_a_traced_label_flip_rate_out_of_range_raises_inside_jit():
         program(0.7)
 
 
+@pytest.mark.slow
 def test_an_infinite_length_scale_is_refused():
     """Before: accepted as 'a constant direction', with NaN gradients."""
     for lengthscale in (np.inf, np.array([1.0, np.inf, 2.0])):
@@ -138,6 +140,7 @@ def laplace_values(log_params, X, X_test):
 @pytest.mark.parametrize("dtype, offset, rtol", [(np.float64, 1e8, 1e-10), (np.float32, 1e4, 5e-4)],
                          ids=["float64 offset 1e8", "float32 offset 1e4"])
 @pytest.mark.parametrize("lengthscale", [1.3, np.array([1.3, 0.7, 2.1])], ids=["isotropic", "ARD"])
+@pytest.mark.slow
 def test_log_q_gradients_and_predictions_do_not_depend_on_an_offset(dtype, offset, rtol, lengthscale):
     """Before: log q(X + 1e7) - log q(X) = -0.015 in float64; in float32 an offset of 1e3 moved log q by 0.019."""
     assert (X + offset).astype(dtype).astype(np.float64).tolist() == (X + offset).tolist()  # the inputs are exact
@@ -218,6 +221,7 @@ def raw_pima():
     return gpc.datasets.train_test_split(X, y, 200, seed=0)
 
 
+@pytest.mark.slow
 def test_float32_laplace_on_an_ill_conditioned_kernel_reports_imprecise():
     """Raw (unstandardised) Pima at its float64 ML-II optimum (sigma_f^2 ~ 500, l ~ 640): float32 used to report
     CONVERGED with test error 0.65 against 0.24 in float64 and latent means off by 40.  The mode's residual
@@ -258,6 +262,7 @@ def test_float32_laplace_on_a_moderate_kernel_still_converges_to_float64():
 
 
 @pytest.mark.parametrize("case", ["sparse binary", "softmax"])
+@pytest.mark.slow
 def test_the_residual_check_covers_sparse_and_softmax_laplace(case):
     """The same check in the sparse (FITC) and multi-class Newton iterations: float32 IMPRECISE, float64 CONVERGED."""
     X_train, _, y_train, _ = raw_pima()
@@ -281,6 +286,7 @@ def test_the_residual_check_covers_sparse_and_softmax_laplace(case):
 
 # --- 9. inputs of the wrong kind: cast or refused with the argument named ---------------------------------------
 
+@pytest.mark.slow
 def test_float16_inputs_are_computed_in_float32():
     """Before: NotImplementedError 'Unsupported dtype float16' from the factorisation."""
     kernel = gpc.kernels.SquaredExponential(np.float32(1.0), np.float32(1.5))
@@ -301,6 +307,7 @@ def test_strings_and_objects_are_refused_naming_the_argument(argument, kind):
         gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(), LIK, args["X"], args["y"])
 
 
+@pytest.mark.slow
 def test_integer_hyperparameters_are_fitted_as_floats():
     """Before: 'fit: the kernel and likelihood have no floating-point parameters to fit'."""
     whole = gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(1, 2), LIK, X, Y)
@@ -309,6 +316,7 @@ def test_integer_hyperparameters_are_fitted_as_floats():
     np.testing.assert_allclose(float(whole.objective), float(real.objective), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_estimator_takes_a_kernel_with_integer_hyperparameters():
     from gpclass.sklearn import GaussianProcessClassifier
 
@@ -316,6 +324,7 @@ def test_estimator_takes_a_kernel_with_integer_hyperparameters():
     assert clf.kernel_.variance.dtype == np.float64 and clf.kernel_.variance != 1.0
 
 
+@pytest.mark.slow
 def test_huge_whole_number_weights_are_refused_before_any_allocation():
     """Before: weight 1e6 on 10 cases was expanded into 10^7 repeated cases (8.8e14 bytes for the prior)."""
     from gpclass.sklearn import GaussianProcessClassifier
@@ -345,6 +354,7 @@ def test_a_failed_check_is_one_exception_type_with_the_message_first(wrap):
         assert isinstance(error.value, ValueError)
 
 
+@pytest.mark.slow
 def test_under_a_plain_jax_jit_the_message_is_in_jaxs_error():
     """The documented limit: a user's own jax.jit reports the failed check as JAX's runtime error, with the same
     message in its text (wrap with gpc.jit to get a GPClassError)."""

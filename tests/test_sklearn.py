@@ -82,6 +82,7 @@ def test_sklearn_estimator_checks(estimator, check):
 # -------------------------------------------------------------------------------- 2. scikit-learn's own GPC
 
 
+@pytest.mark.slow
 def test_matches_sklearn_laplace(binary, fixed_binary):
     """scikit-learn's GPC is Laplace with the logistic (GPML Algorithms 3.1-3.2): with the same fixed kernel the
     log marginal likelihood and the latent moments agree to rounding (measured: log q to 1e-16 relative, means
@@ -146,6 +147,7 @@ def test_string_labels_binary(binary, fixed_binary):
 
 
 @pytest.mark.parametrize("multi_class", ["softmax", "one_vs_rest"])
+@pytest.mark.slow
 def test_string_labels_three_classes(three_classes, fixed_softmax, multi_class):
     X, y = three_classes
     clf = fixed_softmax if multi_class == "softmax" else GaussianProcessClassifier(
@@ -179,6 +181,7 @@ def test_softmax_monte_carlo(three_classes, fixed_softmax):
 # ------------------------------------------------------------------------------------- 4. model selection
 
 
+@pytest.mark.slow
 def test_pipeline_grid_search_cross_val(binary):
     """Pipeline(StandardScaler, estimator) in GridSearchCV and cross_val_score.  The grid is over gpclass kernels
     of one structure: their values are traced, so every candidate runs the same compiled programs."""
@@ -199,6 +202,7 @@ def test_pipeline_grid_search_cross_val(binary):
 # ------------------------------------------------------------------------------------------------ 5. pickle
 
 
+@pytest.mark.slow
 def test_pickle_round_trip(binary, fixed_binary, ml2_binary, three_classes, fixed_softmax):
     X, y = binary
     fitted = ml2_binary
@@ -214,6 +218,7 @@ def test_pickle_round_trip(binary, fixed_binary, ml2_binary, three_classes, fixe
 # -------------------------------------------------------------------------------------------- 6. precision
 
 
+@pytest.mark.slow
 def test_float32_float64(binary, fixed_binary):
     X, y = binary
     single = GaussianProcessClassifier(optimize=False, dtype="float32").fit(X, y)
@@ -318,6 +323,7 @@ def test_padded_fit_equals_unpadded(binary, fixed_binary):
                                rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_padded_ml2_equals_unpadded(binary, ml2_binary):
     """ML-II on the padded cases against gpc.fit on the 81 cases alone, from the same start: the same
     hyperparameters (measured: 6e-12 relative), log marginal likelihood (3e-15) and probabilities (2e-12)."""

@@ -201,6 +201,7 @@ def check_against_sklearn(kernel, ours, sk, sk_converged, X, X_test, deviations)
 
 
 @pytest.mark.parametrize("kernel", FITTED, ids=str)
+@pytest.mark.slow
 def test_ml2_matches_sklearn_on_every_binary_data_set(data, kernel):
     """Laplace, logistic, ML-II from the same start with scikit-learn's kernel on each bundled binary data set.
 

@@ -85,6 +85,7 @@ def test_matches_sklearn_one_vs_one(four_classes):
     np.testing.assert_array_equal(again.decision_function(Z), ours.decision_function(Z))
 
 
+@pytest.mark.slow
 def test_equals_loop_of_binary_fits(four_classes):
     """ML-II: the estimator's six pair models against gpc.fit on each pair's cases (unpadded; classes_[j]
     positive), from the default kernel: fitted hyperparameters, the mean log q, latent moments; predictions are

@@ -60,6 +60,7 @@ def _noise_held(likelihood):
     return eqx.tree_at(lambda lik: lik.noise, jax.tree.map(lambda _: True, likelihood), False)
 
 
+@pytest.mark.slow
 def test_ml2_equals_gpc_fit_and_predict(ordered, ep_ml2):
     """The documented fit: Ordinal(3) from cutpoints sqrt(2) Phi^-1(cumulative class frequencies) (kernel variance
     1 + noise 1), noise held at 1, kernel and cutpoints fitted by gpc.fit, here on the 30 cases alone (the estimator
@@ -103,6 +104,7 @@ def test_start_cutpoints_match_the_class_frequencies(ordered):
 
 
 @pytest.mark.parametrize("method", ["laplace", "ep", "kl"])
+@pytest.mark.slow
 def test_two_ordered_classes_are_the_probit(method):
     """K = 2 with balanced classes starts at cutpoint 0 (Phi^-1(1/2)) and noise 1: Ordinal(2) is then Probit(), so
     with the kernel held the two estimators agree under every method: log q, the latent moments, the probabilities
@@ -122,6 +124,7 @@ def test_two_ordered_classes_are_the_probit(method):
     np.testing.assert_array_equal(ordinal.predict(X_test), probit.predict(X_test))
 
 
+@pytest.mark.slow
 def test_labels_any_sortable_values_and_reversed_order(ordered, ep_ml2):
     """The rank of a class is its index in the sorted classes_: unsorted numbers and strings in the same order give
     the same model; strings whose sorted order reverses the ranks give the mirrored model (f -> -f, cutpoints ->
@@ -173,6 +176,7 @@ def test_clear_errors_and_methods_only_where_they_apply(ordered):
     assert not hasattr(GaussianProcessClassifier(likelihood="probit"), "predict_mean_rank")
 
 
+@pytest.mark.slow
 def test_sklearn_kernel_and_float32(ordered):
     """A scikit-learn kernel with its amplitude fixed: the length scale and the cutpoints are fitted (the noise held
     too, so nothing is left to the scale), kernel_ is the fitted scikit-learn kernel.  float32 against float64."""
@@ -206,6 +210,7 @@ CHECKS = ["check_classifiers_train", "check_classifiers_classes", "check_classif
 
 
 @pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.slow
 def test_sklearn_classifier_checks(check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -35,6 +35,7 @@ def _kernel():
     return ConstantKernel(1.0, (1e-2, 1e3)) * RBF(30.0, (1e-2, 1e2))
 
 
+@pytest.mark.slow
 def test_restarts_against_loop_of_fits(data):
     """The start objectives and statuses are those of gpc.fit run from each start alone (the first the kernel
     given, the others exp of scikit-learn's draw rng.uniform(log lower, log upper) per restart, in theta's
@@ -76,6 +77,7 @@ def test_restarts_against_loop_of_fits(data):
     assert vmapped.best_start_ == clf.best_start_
 
 
+@pytest.mark.slow
 def test_reproducible_and_zero_restarts(data):
     """The same random_state gives the same fit; n_restarts_optimizer=0 is the plain single-start fit, bit for
     bit (its attributes too: one start); the starts of a gpclass kernel (here the default) are drawn

@@ -216,6 +216,7 @@ def two_class_and_binary(theta, X, y, X_test, key):
     )
 
 
+@pytest.mark.slow
 def test_two_classes_equal_binary_logistic_with_doubled_kernel(ionosphere_small):
     """p(y = 0 | f) = sigma(f^0 - f^1) and f^0 - f^1 ~ GP(0, 2k); the Laplace approximation is
     equivariant under this linear map, so everything equals binary logistic Laplace with kernel 2k."""

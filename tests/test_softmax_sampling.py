@@ -56,6 +56,7 @@ MCMC = gpc.MCMC(num_samples=600, num_warmup=200, num_chains=NUM_CHAINS)
 
 
 @pytest.mark.parametrize("kernel_name", ["shared", "per_class"])
+@pytest.mark.slow
 def test_mcmc_matches_quadrature(kernel_name):
     """Elliptical slice sampling on the (n, C) latents, whitened per class: the posterior means of the nine latents
     within 5 standard errors of quadrature (per-chain estimates of 8 chains; measured in the print); the mixture's

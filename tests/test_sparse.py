@@ -130,6 +130,7 @@ def test_operator_matches_dense_linear_algebra(s):
 
 
 @pytest.mark.parametrize("approximation", ["fitc", "vfe", 0.5])
+@pytest.mark.slow
 def test_laplace_equals_dense_laplace_on_the_sparse_prior(approximation):
     sparse = gpc.Sparse(KERNEL, Z, approximation=approximation)
     post = gpc.infer(gpc.Laplace(), sparse, LOGISTIC, X, Y)
@@ -144,6 +145,7 @@ def test_laplace_equals_dense_laplace_on_the_sparse_prior(approximation):
     np.testing.assert_allclose(post.log_marginal, expected, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_ep_equals_dense_ep_on_the_fitc_prior():
     sparse = gpc.Sparse(KERNEL, Z)
     post = gpc.infer(SPARSE_EP, sparse, PROBIT, X, Y)
@@ -152,6 +154,7 @@ def test_ep_equals_dense_ep_on_the_fitc_prior():
     np.testing.assert_allclose(post.mean, dense.mean, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_ep_anderson_acceleration_reaches_the_same_fixed_point_in_fewer_sweeps():
     """Sparse EP's damped parallel sweeps, extrapolated (the default) and plain (anderson=0): 24 against 49."""
     sparse = gpc.Sparse(KERNEL, Z)
@@ -170,6 +173,7 @@ def test_ep_anderson_acceleration_reaches_the_same_fixed_point_in_fewer_sweeps()
     # The dense JJ oracle stops converging above ~1e6 and agrees with the sparse method only to 3e-11 - 6e-11 at 1e6.
     (gpc.JaakkolaJordan(), LOGISTIC, gpc.JaakkolaJordan(), 5e5),
 ])
+@pytest.mark.slow
 def test_a_stiff_fitc_prior_converges_to_the_dense_solution(method, likelihood, dense_method, variance):
     # sigma_f^2 = 5e6 (JJ: 5e5) on the 40 cases: the largest eigenvalue of W^1/2 K~ W^1/2 at the dense solution is
     # 1.8e6 (Laplace), 1.9e6 (EP; W = the site precisions) and 2.1e5 (JJ; W = 2 lambda(nu)); the 300-case ringnorm
@@ -185,6 +189,7 @@ def test_a_stiff_fitc_prior_converges_to_the_dense_solution(method, likelihood, 
     np.testing.assert_allclose(post.log_marginal, dense.log_marginal, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_kl_fitc_equals_dense_kl_on_the_fitc_prior():
     sparse = gpc.Sparse(KERNEL, Z)
     post = gpc.infer(gpc.KL(), sparse, LOGISTIC, X, Y)
@@ -210,6 +215,7 @@ def test_expected_log_likelihood_derivatives_in_chunks_equal_one_pass():
             np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.slow
 def test_kl_vfe_is_the_svgp_bound_at_its_optimum():
     """VFE's ELBO equals SVGP's at the same q(u), and that q(u) is SVGP's optimum (zero gradient in mu and S)."""
     sparse = gpc.Sparse(KERNEL, Z, approximation="vfe")
@@ -235,6 +241,7 @@ def _lower_bound_gradient(sparse, y, nu):
     return jax.grad(lower_bound, argnums=2)(sparse.covariance(jnp.asarray(X)), y, nu)
 
 
+@pytest.mark.slow
 def test_jaakkola_jordan_fitc_equals_dense_and_vfe_is_a_stationary_lower_bound():
     sparse = gpc.Sparse(KERNEL, Z)
     post = gpc.infer(gpc.JaakkolaJordan(), sparse, LOGISTIC, X, Y)
@@ -252,6 +259,7 @@ def test_jaakkola_jordan_fitc_equals_dense_and_vfe_is_a_stationary_lower_bound()
     (gpc.Laplace(), LOGISTIC, gpc.Laplace()), (gpc.EP(), PROBIT, DENSE_EP),
     (gpc.JaakkolaJordan(), LOGISTIC, gpc.JaakkolaJordan()),
 ])
+@pytest.mark.slow
 def test_inducing_at_the_inputs_recovers_the_dense_method(method, likelihood, dense_method):
     """Z = X: Q = K up to the jitter (1e-10 here) and g = 0, so the sparse result is the dense one on K (KL: the
     FITC test above covers its dense oracle, at a second dense KL compilation less).  The dense method runs on
@@ -299,6 +307,7 @@ def test_predictions_match_the_dense_sparse_model(method, likelihood, approximat
     assert p.shape == (6,) and np.all((p > 0) & (p < 1))
 
 
+@pytest.mark.slow
 def test_fit_moves_the_inducing_inputs_and_raises_the_objective():
     sparse = gpc.Sparse(KERNEL, Z)
     start = float(gpc.infer(gpc.Laplace(), sparse, LOGISTIC, X, Y).log_marginal)

@@ -108,6 +108,7 @@ def test_gradient_matches_finite_differences():
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_training_raises_the_elbo_and_stays_below_the_dense_kl_bound():
     """On 200 Ionosphere cases with 20 inducing inputs: the ELBO rises, and at the fitted hyperparameters it is at
     most the dense KL method's (SVGP's q(f) family is a subset of all Gaussians), with a sensible test error."""

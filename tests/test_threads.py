@@ -67,6 +67,7 @@ def through_fit(callback):
 
 
 @pytest.mark.parametrize("call", [through_jit, through_fit], ids=["gpc.jit", "gpc.fit"])
+@pytest.mark.slow
 def test_calls_run_with_the_process_blas_threads(call):
     """gpclass used to run each call with one BLAS thread on machines with at most two cores (a process-wide
     change behind the user's back); now a call sees the threads the process has, and the user's limit."""

@@ -230,6 +230,7 @@ def kl_optimality_terms(post, lik, m, v, X, y):
 
 
 @pytest.mark.parametrize("lik", [PROBIT], ids=["probit"])  # logistic KL: brute force and gradient tests above
+@pytest.mark.slow
 def test_kl_optimum_satisfies_its_fixed_point_and_equals_the_jensen_bound(lik, ionosphere_small):
     """Opper & Archambeau: alpha = dE/dm, lambda = -2 dE/dv at the optimum; the ELBO computed in the site form
     equals gpc.variational_bound (a separate dense implementation) at the KL posterior, and exceeds it at the
@@ -308,6 +309,7 @@ def test_predictions_match_gibbs_mackay_eqs_17_18_and_26(ionosphere_small):
 # --- jit, vmap, dtypes, errors ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_vmap_matches_loop_no_recompilation_and_float32(ionosphere_small):
     X, y = ionosphere_small
     log_l = ard(X, np.log(4.0))
@@ -364,6 +366,7 @@ def test_bad_configurations_are_clear_errors(ionosphere_small):
     [("kl", None), ("jj-lower", None), ("jj-upper", None), ("ep", "fitc"), ("kl", "vfe"), ("jj-lower", "fitc")],
     ids=["kl", "jj-lower", "jj-upper", "sparse-ep-fitc", "sparse-kl-vfe", "sparse-jj-lower-fitc"],
 )
+@pytest.mark.slow
 def test_gradient_of_predictions_matches_finite_differences(name, approximation, ionosphere_small):
     """The posterior depends on the converged variational parameters (sites), differentiated by the implicit
     function theorem at their fixed point (log q holds them fixed: the envelope theorem); under a sparse prior
@@ -390,6 +393,7 @@ def test_gradient_of_predictions_matches_finite_differences(name, approximation,
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_kl_with_a_case_without_prior_variance():
     """A case whose latent value has prior variance exactly 0 (the linear kernel at x = 0) is known: KL's bound
     is that of the other cases plus log p(y | 0) = log 1/2, with their predictions and gradient (to 1e-10; the

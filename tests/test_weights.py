@@ -32,6 +32,7 @@ def _numpy_log_lik(lik, f):
 
 @pytest.mark.parametrize("method", [gpc.Laplace(), gpc.KL()], ids=["laplace", "kl"])
 @pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
+@pytest.mark.slow
 def test_whole_numbers_are_repeated_cases(method, lik):
     weighted = gpc.infer(method, KERNEL, lik, X, Y, weights=W)
     k = W.astype(int)
@@ -41,6 +42,7 @@ def test_whole_numbers_are_repeated_cases(method, lik):
 
 
 @pytest.mark.parametrize("method", [gpc.Laplace(), gpc.KL(), gpc.EP()], ids=["laplace", "kl", "ep"])
+@pytest.mark.slow
 def test_zero_weight_is_mask(method):
     masked = gpc.infer(method, KERNEL, PROBIT, X, Y, mask=W > 0)
     weighted = gpc.infer(method, KERNEL, PROBIT, X, Y, weights=(W > 0).astype(float))
@@ -103,6 +105,7 @@ def _tilted_oracle(lik, w, m, v):
 
 @pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
 @pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
+@pytest.mark.slow
 def test_power_ep_tilted_moments_against_quadrature(lik):
     cases = [(w, m, v) for w in (0.3, 2.0, 4.5) for m in (-20.0, -2.0, 3.0) for v in (1e-3, 1.0, 1e3)]
     w, m, v = (np.array(c) for c in zip(*cases))
@@ -113,6 +116,7 @@ def test_power_ep_tilted_moments_against_quadrature(lik):
     np.testing.assert_allclose(var, expected[2], rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_power_ep_whole_and_zero_weights_are_closed_form():
     m, v = jnp.array([0.3, -1.0]), jnp.array([2.0, 0.5])
     for lik in (LOGISTIC, PROBIT):
@@ -128,6 +132,7 @@ def test_power_ep_whole_and_zero_weights_are_closed_form():
 
 @pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
 @pytest.mark.parametrize("w", [2.0, 0.4])
+@pytest.mark.slow
 def test_power_ep_on_one_case_is_exact(w):
     """EP with one site is exact: log q = log int p(y|f)^w N(f|0, k) df, whatever w.  Two copies of the case
     (two sites, w = 2) are not: power EP is not EP on repeated cases."""
@@ -145,6 +150,7 @@ def test_power_ep_on_one_case_is_exact(w):
 
 
 @pytest.mark.parametrize("method", [gpc.Laplace(), gpc.EP(), gpc.KL()], ids=["laplace", "ep", "kl"])
+@pytest.mark.slow
 def test_gradients_with_fractional_weights(method):
     ws = np.array([0.5, 1.7, 1.0, 0.0, 2.3, 0.2, 1.0, 3.0])
 
@@ -167,6 +173,7 @@ def test_refused_combinations():
         gpc.infer(gpc.Laplace(), KERNEL, LOGISTIC, X, Y, weights=-W)
 
 
+@pytest.mark.slow
 def test_fit_with_weights_matches_repeated_cases():
     k = W.astype(int)
     kernel = gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(1.0))
@@ -178,6 +185,7 @@ def test_fit_with_weights_matches_repeated_cases():
 # ---------------------------------------------------------------- the estimator
 
 
+@pytest.mark.slow
 def test_estimator_weights():
     """scikit-learn's estimator: whole-number sample weights (now case weights with Laplace) give the model of
     the repeated cases; fractional ones and class_weight='balanced' (n / (n_classes n_c)) give gpc.infer's
@@ -216,6 +224,7 @@ def _soft(lik):
 
 
 @pytest.mark.parametrize("method", [gpc.Laplace(), gpc.KL(), gpc.EP()], ids=["laplace", "kl", "ep"])
+@pytest.mark.slow
 def test_soft_labels_zero_one_are_hard_labels(method):
     hard = gpc.infer(method, KERNEL, PROBIT, X, Y)
     soft = gpc.infer(method, KERNEL, _soft(PROBIT), X, (Y > 0).astype(float))
@@ -259,6 +268,7 @@ def _soft_oracle(lik, s, m, v):
 
 @pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
 @pytest.mark.parametrize("lik", [LOGISTIC, PROBIT], ids=["logistic", "probit"])
+@pytest.mark.slow
 def test_soft_labels_tilted_moments_against_quadrature(lik):
     cases = [(s, m, v) for s in (0.1, 0.5, 0.97) for m in (-8.0, 0.5, 4.0) for v in (1e-3, 1.0, 1e3)]
     s, m, v = (np.array(c) for c in zip(*cases))
@@ -270,6 +280,7 @@ def test_soft_labels_tilted_moments_against_quadrature(lik):
 
 
 @pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
+@pytest.mark.slow
 def test_soft_label_ep_on_one_case_is_exact():
     log_z, mean, var = _soft_oracle(PROBIT, 0.3, 0.0, float(KERNEL.variance))
     post = gpc.infer(gpc.EP(), KERNEL, _soft(PROBIT), X[:1], np.array([0.3]))
@@ -280,6 +291,7 @@ def test_soft_label_ep_on_one_case_is_exact():
 
 
 @pytest.mark.parametrize("method", [gpc.Laplace(), gpc.EP(), gpc.KL()], ids=["laplace", "ep", "kl"])
+@pytest.mark.slow
 def test_soft_label_gradients(method):
     @jax.jit
     def value_and_grad(params):
@@ -289,6 +301,7 @@ def test_soft_label_gradients(method):
     assert_directional_derivatives(value_and_grad, jnp.array([np.log(2.0), np.log(1.5)]), h=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_soft_labels_refused():
     with pytest.raises(Exception, match="probabilities in .0, 1."):
         gpc.infer(gpc.Laplace(), KERNEL, _soft(PROBIT), X, S + 0.5)
@@ -299,6 +312,7 @@ def test_soft_labels_refused():
     np.testing.assert_allclose(masked.log_marginal, kept.log_marginal, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_weights_under_vmap():
     """Weights ride on the labels, so a batch of weight vectors is one vmapped call (EP's sweep slices them)."""
     ws = np.stack([W, np.linspace(0.1, 2.0, 8)])
