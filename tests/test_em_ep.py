@@ -119,6 +119,7 @@ def em_fit():
     return X, y, result, err.getvalue().splitlines()
 
 
+@pytest.mark.slow
 def test_em_ep_prints_with_progress_true(em_fit):
     """progress=True prints the first E-step's line (step 0) and the last EM step's, with the fit's own values.
 

@@ -248,6 +248,7 @@ def importance_sampling(sites, mean, num_samples, key):
     return log_z, se, p, 1.0 / np.sum((w / w.sum()) ** 2)
 
 
+@pytest.mark.slow
 def test_dozen_cases_against_importance_sampling():
     """Twelve cases (three sharing one input), a PerClass prior: log Z_EP and EP's predictive probabilities at
     four test inputs against importance sampling (:func:`importance_sampling`, 2250 draws; it also checks EP's

@@ -121,6 +121,7 @@ def problem():
     return thetas, (X, y, X_test, w), result, finite_differences(thetas, X, y, X_test, w)
 
 
+@pytest.mark.slow
 def test_gradients_at_zero_distance_match_finite_differences(problem):
     thetas, _, result, fd = problem
     worst = {}

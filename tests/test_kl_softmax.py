@@ -178,6 +178,7 @@ def _softmax_average(means, var, rng, draws):
     return special.softmax(f, axis=-1).mean(axis=tuple(range(f.ndim - 2)))
 
 
+@pytest.mark.slow
 def test_against_ais_and_mcmc():
     """(3) On the correlated problem (n = 8, C = 3, PerClass kernel) the ELBO is below AIS's log Z (by more than
     3 standard errors at most) and within 0.5 of it (printed: the gap).  (5) Class probabilities at the 8

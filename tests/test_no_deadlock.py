@@ -16,6 +16,7 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import gpclass as gpc
 from gpclass import _dense
@@ -53,6 +54,7 @@ def vmapped_fit(Xs, ys):
     return jax.vmap(lambda X, y: gpc.fit(gpc.Laplace(), KERNEL, gpc.likelihoods.Logistic(), X, y))(Xs, ys)
 
 
+@pytest.mark.slow
 def test_batched_factorisations_match_the_plain_calls_and_their_gradients():
     A = jax.random.normal(jax.random.key(0), (3, 5, 5))
     A = A @ jnp.swapaxes(A, -1, -2) + 5 * jnp.eye(5)

@@ -574,6 +574,7 @@ def test_logit_link_against_mpmath_and_adaptive_quadrature():
             np.testing.assert_allclose(var[i], m2 / z - (m1 / z) ** 2, rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_logit_two_classes_equal_logistic_under_laplace_ep_and_kl():
     """Ordinal(2, link="logit") (cutpoint 0, sigma = 1, labels 0/1) against Logistic (labels -1/+1): log q, its
     gradient, the latent moments and the predictions under Laplace (rounding), EP and KL (whose tilted moments and
@@ -588,6 +589,7 @@ def test_logit_two_classes_equal_logistic_under_laplace_ep_and_kl():
         np.testing.assert_allclose(ordinal[3][:, 1], logistic[3], rtol=rtol)
 
 
+@pytest.mark.slow
 def test_logit_link_ep_exact_on_independent_cases_and_gradients():
     """On three independent cases EP is exact for the logit link too: log Z, the posterior means and variances
     against a Gauss-Hermite rule in numpy (1e-8); KL's log q below log Z (gap < 0.1); the gradient of EP's log Z

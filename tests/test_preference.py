@@ -191,6 +191,7 @@ def test_ep_is_ep_over_the_utilities():
     print("ep", value - log_z, np.max(np.abs(mean - mu)), np.max(np.abs(pc - true_cov)))
 
 
+@pytest.mark.slow
 def test_methods_against_quadrature():
     """Against the exact posterior: EP's log Z within 0.05 (measured 0.019: the contradictory comparisons couple
     the utilities), its utilities within 0.03 (measured in the print);
@@ -337,6 +338,7 @@ def test_save_and_load(tmp_path):
     np.testing.assert_array_equal(loaded.latent(XA)[1], post.latent(XA)[1])
 
 
+@pytest.mark.slow
 def test_fit_learns_the_length_scale_and_ranks_new_items():
     """gpc.fit (EP, sigma held fixed: only the kernel's ratio to it is identified) on 60 comparisons of 30 items
     drawn from a known utility: converged, log q raised; the fitted utilities of 20 new items rank-correlate with
@@ -362,6 +364,7 @@ def test_fit_learns_the_length_scale_and_ranks_new_items():
     assert rho > 0.8 and accuracy > 0.75
 
 
+@pytest.mark.slow
 def test_float32():
     """EP and Laplace in float32 (inputs and parameters) against float64: log q within 1e-4 relative, p(a > b)
     within 1e-4."""

@@ -69,6 +69,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_four_simulated_devices():
     """A 4-device machine, simulated on the CPU in a new process (the device count is fixed when JAX starts):
     sharded_vmap equals vmap, and SVGP trained on minibatches split over the devices equals SVGP on one."""

@@ -247,6 +247,7 @@ def test_float32_laplace_on_an_ill_conditioned_kernel_reports_imprecise():
     assert np.max(np.abs(np.asarray(mean32) - np.asarray(mean64))) > 0.1  # the status is not a false alarm
 
 
+@pytest.mark.slow
 def test_float32_laplace_on_a_moderate_kernel_still_converges_to_float64():
     """Standardised Pima with sigma_f^2 = 4, l = 3: CONVERGED in float32, with the float64 test-point means."""
     X_train, X_test, y_train, _ = raw_pima()

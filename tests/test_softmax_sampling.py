@@ -87,6 +87,7 @@ def test_mcmc_matches_quadrature(kernel_name):
     np.testing.assert_allclose(p_mf, p_s.mean(axis=0), rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_ais_matches_quadrature():
     """AIS's log Z of the softmax model within 5 of its standard errors of the quadrature (sum over the three
     independent cases), shared and per-class kernels (measured in the print)."""

@@ -281,6 +281,7 @@ def _kernel_blocks(X_test):
     (gpc.Laplace(), LOGISTIC, "fitc"), (gpc.Laplace(), LOGISTIC, "vfe"),
     (SPARSE_EP, PROBIT, "fitc"), (gpc.KL(), LOGISTIC, "vfe"), (gpc.JaakkolaJordan(), LOGISTIC, "fitc"),
 ])
+@pytest.mark.slow
 def test_predictions_match_the_dense_sparse_model(method, likelihood, approximation):
     """k** - Q_*n (K~ + W^-1)^-1 Q_n* and Q_*n K~^-1 mu, with K~ dense (GPML gp.m with apxSparse)."""
     sparse = gpc.Sparse(KERNEL, Z, approximation=approximation)

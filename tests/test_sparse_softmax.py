@@ -150,6 +150,7 @@ def test_stiff_prior_converges_to_the_dense_solution():
     np.testing.assert_allclose(post.log_marginal, expected, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_fit_raises_log_q_and_moves_the_inducing_inputs():
     sparse = gpc.Sparse(KERNEL, Z)
     start = float(gpc.infer(gpc.Laplace(), sparse, SOFTMAX, X, Y).log_marginal)

@@ -37,6 +37,7 @@ def elbo_value(model, X, y, num_data=None):
     return model.elbo(X, y, num_data)
 
 
+@pytest.mark.slow
 def test_with_z_equal_x_the_elbo_at_the_kl_optimum_is_the_kl_methods_and_stationary():
     """With Z = X (m = n) and no jitter, q(f) ranges over every Gaussian: setting q(v) from the KL method's
     optimum q(f) = N(m, Sigma) (v = L^-1 f) gives the same ELBO, and the ELBO is stationary there."""

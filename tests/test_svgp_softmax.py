@@ -210,6 +210,7 @@ def monte_carlo_and_mean_field(model, X, key):
             gpc.predict(model, X, integrator=gpc.integrators.MeanField()))
 
 
+@pytest.mark.slow
 def test_training_on_vehicle_raises_the_elbo_and_predicts_well():
     """Vehicle (4 classes, chance error 0.75): 300 training cases, 15 inducing inputs, 150 Adam steps
     (learning rate 0.03) on minibatches of 50.  The ELBO's minibatch estimates rise by over 100 nats, the test
