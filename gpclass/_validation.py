@@ -96,16 +96,41 @@ def check_binary_labels(y, n: int, dtype, checks: Checks | None = None) -> Float
     return checks.attach(labels) if own else labels
 
 
-def check_class_labels(y, n: int, num_classes: int, dtype, checks: Checks | None = None) -> Float[Array, "n C"]:
+def check_class_labels(y, n: int, num_classes: int, dtype, checks: Checks | None = None, likelihood: str = "Softmax",
+                       soft: bool = False) -> Float[Array, "n C"]:
     """Integer class labels 0..C-1 as the 0/1 indicator matrix Y of shape (n, C) (GPML's y, eq. 3.35).
 
     Floats are accepted when they hold whole numbers; anything else (a
-    fraction, a label outside 0..C-1, a NaN, booleans) is an error.
+    fraction, a label outside 0..C-1, a NaN, booleans) is an error.  With ``soft``, an (n, C) array is taken
+    as it is: each row the class probabilities of a case (soft labels), checked finite, >= 0 and summing to
+    one (to 1e-6 in float64, 1e-4 in float32).
     """
     checks, own = _own(checks)
-    y = _class_indices(y, n, num_classes, checks, "multi-class", "Softmax")
+    if jnp.ndim(y) == 2:
+        if not soft:
+            raise GPClassError(f"{likelihood} takes integer labels 0..{num_classes - 1} of shape ({n},); rows of "
+                               "class probabilities (soft labels) are for gpc.likelihoods.Softmax.")
+        Y = _class_probabilities(y, n, num_classes, checks).astype(dtype)
+        return checks.attach(Y) if own else Y
+    y = _class_indices(y, n, num_classes, checks, "multi-class", likelihood)
     indicators = (y.astype(jnp.int32)[:, None] == jnp.arange(num_classes)).astype(dtype)
     return checks.attach(indicators) if own else indicators
+
+
+def _class_probabilities(y, n: int, num_classes: int, checks: Checks):
+    """Soft multi-class labels: an (n, C) float array whose rows are probabilities (shape and dtype now, the
+    values in ``checks``)."""
+    y = jnp.asarray(y)
+    if y.shape != (n, num_classes):
+        raise GPClassError(f"soft labels must have shape ({n}, {num_classes}) (a row of class probabilities per "
+                           f"case); got shape {y.shape}.")
+    if not jnp.issubdtype(y.dtype, jnp.floating):
+        raise GPClassError(f"soft labels must be floats (class probabilities); got dtype {y.dtype}.")
+    tol = 1e-6 if y.dtype == jnp.float64 else 1e-4
+    checks.fail_if(~jnp.isfinite(y) | (y < 0), "soft labels must be finite probabilities >= 0.")
+    checks.fail_if(jnp.abs(jnp.sum(y, axis=1) - 1.0) > tol,
+                   f"each row of soft labels must sum to one (to {tol:g}): they are a case's class probabilities.")
+    return y
 
 
 def check_ordinal_labels(y, n: int, num_classes: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:

@@ -61,7 +61,7 @@ class MultinomialProbit(AbstractLikelihood):
 
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, "n C"]:
         """Integer labels 0..C-1, checked, as the 0/1 indicator matrix Y of shape (n, C)."""
-        return check_class_labels(y, n, self.num_classes, dtype, checks)
+        return check_class_labels(y, n, self.num_classes, dtype, checks, likelihood="MultinomialProbit")
 
     def difference_rows(self, Y: Float[Array, "n C"]) -> Float[Array, "n C-1 C"]:
         """Per case the rows e_y - e_j, j != y in increasing order: the factor Phi(u + f^y - f^j) is

@@ -45,11 +45,18 @@ class Softmax(AbstractLikelihood):
         """The softmax has no parameters to check."""
 
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, "n C"]:
-        """Integer labels 0..C-1, checked, as the 0/1 indicator matrix Y of shape (n, C)."""
-        return check_class_labels(y, n, self.num_classes, dtype, checks)
+        """Integer labels 0..C-1, checked, as the 0/1 indicator matrix Y of shape (n, C); or soft labels, an
+        (n, C) array of class probabilities (rows >= 0 summing to one), taken as Y itself: then log p is the
+        expected log-likelihood sum_c y_ic log p(c | f_i) (:meth:`log_prob`)."""
+        return check_class_labels(y, n, self.num_classes, dtype, checks, soft=True)
 
     def log_prob(self, Y: Float[Array, "n C"], F: Float[Array, "n C"]) -> Float[Array, " n"]:
-        """log p(y_i|f_i) = y_i^T f_i - log sum_c exp f_i^c, per case (the terms of GPML eq. 3.35)."""
+        """log p(y_i|f_i) = y_i^T f_i - log sum_c exp f_i^c, per case (the terms of GPML eq. 3.35).
+
+        For soft labels (rows y_i of class probabilities) this is sum_c y_ic log softmax(f_i)_c, the expected
+        log-likelihood under the labels' distribution (as sum(y_i) = 1); its derivatives are GPML's, y_i - pi_i
+        and W_i = diag(pi_i) - pi_i pi_i^T, which do not depend on y: Laplace, KL, MCMC and AIS take it as
+        they are."""
         return jnp.sum(Y * F, axis=-1) - logsumexp(F, axis=-1)
 
     def derivatives(self, Y: Float[Array, "n C"], F: Float[Array, "n C"]):
