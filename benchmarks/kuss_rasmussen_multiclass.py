@@ -31,6 +31,7 @@ table of the last full run.
 
 import argparse
 import itertools
+import json
 import sys
 import time
 from pathlib import Path
@@ -44,7 +45,7 @@ jax.config.update("jax_enable_x64", True)  # a benchmark script is a user's prog
 import gpclass as gpc  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import machine_header, write_results  # noqa: E402
+from harness import RESULTS, machine_header, write_results  # noqa: E402
 
 PREDICT_SAMPLES = 2000
 
@@ -139,6 +140,35 @@ def ml2_study(args, name):
     return rows
 
 
+def summary(results):
+    """Markdown tables: per data set and method, log q minus the AIS log Z of its likelihood over the grid (mean
+    and range, and the AIS standard error's mean), and the test numbers' mean over the grid beside AIS's; then
+    ML-II."""
+    grid = results["grid"]
+    lines = ["| data set | method | log q - AIS log Z: mean | min | max | AIS se (mean) | error | info (bits) | "
+             "nlp |", "|---|---|---|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["dataset"] for r in grid):
+        rows = [r for r in grid if r["dataset"] == name]
+        for method in dict.fromkeys(r["method"] for r in rows):
+            mine = [r for r in rows if r["method"] == method]
+            truth_name = {"laplace": "ais softmax", "kl": "ais softmax", "ep probit": "ais probit"}.get(method)
+            truth = [r for r in rows if r["method"] == truth_name]
+            mean = lambda key, rs: np.mean([r[key] for r in rs])  # noqa: E731
+            if truth:
+                gaps = np.array([a["log_q"] - b["log_q"] for a, b in zip(mine, truth)])
+                gap_text = f"{gaps.mean():+.2f} | {gaps.min():+.2f} | {gaps.max():+.2f} | {mean('log_q_se', truth):.2f}"
+            else:
+                gap_text = "(truth) | | | "
+            lines.append(f"| {name} | {method} | {gap_text} | {mean('error', mine):.3f} | "
+                         f"{mean('info_bits', mine):.3f} | {mean('nlp', mine):.3f} |")
+    lines += ["", "| data set | ML-II method | sigma_f^2 | l | log q | error | info (bits) | nlp | status |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in results["ml2"]:
+        lines.append(f"| {r['dataset']} | {r['method']} | {r['fitted_variance']:.3g} | {r['fitted_lengthscale']:.3g} | "
+                     f"{r['log_q']:.2f} | {r['error']:.3f} | {r['info_bits']:.3f} | {r['nlp']:.3f} | {r['status']} |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default="vehicle,satellite,usps10")
@@ -151,7 +181,12 @@ def main():
     parser.add_argument("--ais-runs", type=int, default=64)
     parser.add_argument("--max-steps", type=int, default=100)
     parser.add_argument("--out", default="kuss_rasmussen_multiclass")
+    parser.add_argument("--table", action="store_true", help="print the summary tables of the saved results only")
     args = parser.parse_args()
+    if args.table:
+        record = json.loads((RESULTS / f"{args.out}.json").read_text())
+        print(summary(record["results"]))
+        return
     if args.grid:
         args.log_variances, args.length_factors = args.log_variances[:args.grid], args.length_factors[:args.grid]
     info = machine_header("Kuss & Rasmussen, multi-class", args)
@@ -160,6 +195,7 @@ def main():
         results["grid"] += grid_study(args, name)
         results["ml2"] += ml2_study(args, name)
         write_results(args.out, info, results)
+    print(summary(results))
 
 
 if __name__ == "__main__":
