@@ -354,8 +354,8 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         self.classes_, y_index = np.unique(y, return_inverse=True)
         num_classes = len(self.classes_)
         softmax = self._softmax(num_classes, method, likelihood, ordinal)
-        repeat = softmax or ordinal or not method.supports_mask or isinstance(method, EP) and _whole_numbers(weight)
-        if weight is not None and repeat:
+        if weight is not None and (softmax or ordinal or not method.supports_mask
+                                   or isinstance(method, EP) and _whole_numbers(weight)):
             rows = _repeat_rows(weight, method, softmax, ordinal)
             X, y, y_index, weight = X[rows], y[rows], y_index[rows], None
         X = X.astype(dtype)

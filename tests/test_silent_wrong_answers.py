@@ -327,11 +327,13 @@ def test_estimator_takes_a_kernel_with_integer_hyperparameters():
 
 @pytest.mark.slow
 def test_huge_whole_number_weights_are_refused_before_any_allocation():
-    """Before: weight 1e6 on 10 cases was expanded into 10^7 repeated cases (8.8e14 bytes for the prior)."""
+    """Before: weight 1e6 on 10 cases was expanded into 10^7 repeated cases (8.8e14 bytes for the prior).  Where
+    whole-number weights still mean repeated cases (EP, whose power EP with w = k is not k copies), that is
+    refused; Laplace takes them as the power likelihood, with no copies."""
     from gpclass.sklearn import GaussianProcessClassifier
 
     with pytest.raises(gpc.GPClassError, match="sample_weight sums to 10000000"):
-        GaussianProcessClassifier().fit(X[:10], Y[:10], sample_weight=np.full(10, 1e6))
+        GaussianProcessClassifier(method="ep").fit(X[:10], Y[:10], sample_weight=np.full(10, 1e6))
 
 
 # --- 10. one exception type, the message first ---------------------------------------------------------------

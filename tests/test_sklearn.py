@@ -136,6 +136,17 @@ def test_matches_sklearn_one_vs_rest(three_classes):
 # ---------------------------------------------------------------------------------------------- 3. labels
 
 
+@pytest.mark.parametrize("method", ["ep", "kl", "jj"])
+def test_every_method_fits_and_predicts_without_weights(method):
+    """Each method through the estimator on 20 cases, no weights (an unweighted EP fit once reached the weights'
+    code and failed): probabilities in (0, 1) summing to one."""
+    X, y = standardised_subset("ionosphere", 5, n=20)
+    clf = GaussianProcessClassifier(method=method, optimize=False).fit(X, y)
+    p = clf.predict_proba(X)
+    assert p.shape == (20, 2) and np.all((p > 0) & (p < 1))
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-12)
+
+
 def test_string_labels_binary(binary, fixed_binary):
     X, y = binary
     labels = np.where(y > 0, "good", "bad")
