@@ -40,10 +40,12 @@ def infer(
             in O(n m^2) time (Laplace, EP, KL, JJ), or with ``Softmax(C)`` and
             Laplace or KL a :class:`SparseSoftmaxPosterior`.
         likelihood: a binary likelihood such as ``gpc.likelihoods.Logistic()``
-            or ``Probit()``, or ``gpc.likelihoods.Softmax(C)`` (Laplace, KL, MCMC, AIS).
+            or ``Probit()``, or ``gpc.likelihoods.Softmax(C)`` (Laplace, KL, MCMC, AIS), or
+            ``MultinomialProbit(C)`` (EP, MCMC, AIS).
         X: inputs of shape (n, d), finite.
         y: labels of shape (n,): binary in {-1, +1} ({0, 1} and booleans are
-            accepted, 0 / False meaning -1); for ``Softmax(C)`` integers 0..C-1.
+            accepted, 0 / False meaning -1); for ``Softmax(C)`` and ``MultinomialProbit(C)``
+            integers 0..C-1, for ``Softmax(C)`` also soft labels, an (n, C) array of class probabilities.
         init: an optional warm start for the method: ``posterior.warm_start``
             of an earlier solution by the same method (Laplace: a = K^-1 f;
             EP: the site parameters); an explicit argument, never hidden state.
