@@ -57,6 +57,7 @@ def test_converges_to_the_fixed_point_in_fewer_steps(m, fraction):
     assert int(steps_plain) > 800 and int(steps) < fraction * int(steps_plain)
 
 
+@pytest.mark.slow
 def test_projection_keeps_iterates_in_the_domain_and_reaches_the_fixed_point():
     """G(x) = max(A x + b, 0), whose fixed point has entries on the boundary x = 0 of the domain (as EP's sites
     clipped at tau~ = 0): the accelerated iterates are projected onto x >= 0 and stop at G's fixed point."""

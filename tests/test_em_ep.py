@@ -52,6 +52,7 @@ def posterior_and_bounds(method, kernel, other, X, y):
 
 
 @pytest.mark.parametrize("method", [gpc.EP(), gpc.Laplace()], ids=["ep", "laplace"])
+@pytest.mark.slow
 def test_bound_matches_dense_formula_and_lies_below_exact_log_z(method):
     rng = np.random.default_rng(7)
     X, y = rng.normal(size=(3, 2)), np.array([1.0, -1.0, 1.0])
@@ -131,6 +132,7 @@ def test_em_ep_prints_with_progress_true(em_fit):
     assert f"{float(result.log_marginal): .8e}" in err[-1]
 
 
+@pytest.mark.slow
 def test_em_ep_reaches_its_fixed_point(em_fit):
     """At convergence theta maximises F at q(theta) (M-step stationarity) and epsilon = r / n."""
     X, y, result, _ = em_fit

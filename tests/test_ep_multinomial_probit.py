@@ -298,6 +298,7 @@ def prediction_program(theta, X_test):
     return jax.value_and_grad(objective, argnums=(0, 1), has_aux=True)(theta, X_test)
 
 
+@pytest.mark.slow
 def test_prediction_gradient_against_central_differences():
     """The gradient of a function of predictions (class probabilities and latent means at three test inputs) in
     the log hyperparameters and the test inputs, through the converged sites by the implicit function theorem

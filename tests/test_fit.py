@@ -117,6 +117,7 @@ def noisy_features(seed, n=60, d=8):
 
 
 @pytest.mark.parametrize("data", ["pima", "noise"])
+@pytest.mark.slow
 def test_ard_with_irrelevant_inputs_stops_converged_no_worse_than_scikit_learn(data, pima_small):
     """Issue 13 part 4: the length scales of irrelevant inputs run far out (to the bound, or to where the gradient
     test holds) and the fit stops converged, saying whether at a bound.

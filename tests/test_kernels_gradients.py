@@ -143,6 +143,7 @@ def test_gradients_at_zero_distance_match_finite_differences(problem):
 FLOAT32 = ["matern12", "matern32", "matern52"]
 
 
+@pytest.mark.slow
 def test_float32_gradients_at_zero_distance_match_float64_finite_differences(problem):
     thetas, args, result, fd = problem
     with jax.enable_x64(False):

@@ -73,6 +73,7 @@ def our_log_gradient(name, jac):
     return np.concatenate([col(jinner.variance, inner.variance), col(jinner.lengthscale, inner.lengthscale)], -1)
 
 
+@pytest.mark.slow
 def test_values_and_hyperparameter_gradients_match_scikit_learn():
     names = list(SKLEARN)
     ours = [SKLEARN[n][0] for n in names]

@@ -308,6 +308,7 @@ def test_gaussian_methods_against_quadrature(problem):
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
+@pytest.mark.slow
 def test_gradients_match_finite_differences(name):
     """d log q / d (log sigma_f^2, log l, b_1, the increment, sigma) against central differences (h = 1e-5) of
     the same compiled program, on the coupled three-case problem (measured max relative error 3.2e-10)."""

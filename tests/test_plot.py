@@ -106,6 +106,7 @@ def test_decision_contours_binary_and_softmax():
         plot.decision_contours(post, np.zeros((3, 3)), y[:3])
 
 
+@pytest.mark.slow
 def test_log_marginal_surface_and_grid():
     X, y = two_blobs(2, 8, seed=3)
     lik = gpc.likelihoods.Probit()

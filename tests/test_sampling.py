@@ -99,6 +99,7 @@ PROBIT_INPUTS = {"one-case": np.array([[0.0], [40.0], [80.0]]), "three-coupled":
 
 
 @pytest.mark.parametrize("problem", list(PROBIT_INPUTS))
+@pytest.mark.slow
 def test_probit_moments_and_log_z_match_quadrature(problem):
     X = PROBIT_INPUTS[problem]
     post, annealed = sample_and_anneal("elliptical_slice", PROBIT, X, Y3, jax.random.key(len(problem)))

@@ -28,6 +28,7 @@ def log_marginal_and_grad(log_lengthscale, X, y):
     return jax.value_and_grad(log_z)(log_lengthscale)
 
 
+@pytest.mark.slow
 def test_one_device_in_chunks_equals_vmap():
     """5 problems in chunks of 2 (one repeat pads the last chunk); one at a time and the padding over devices
     are tested on four simulated devices below."""

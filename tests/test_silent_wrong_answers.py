@@ -166,6 +166,7 @@ def test_gram_matrix_stays_positive_semidefinite_under_an_offset():
 
 @pytest.mark.parametrize("kernel_type", [gpc.kernels.SquaredExponential, gpc.kernels.Matern12, gpc.kernels.Matern52])
 @pytest.mark.parametrize("ard", [False, True], ids=["isotropic", "ARD"])
+@pytest.mark.slow
 def test_distances_of_nearby_inputs_keep_their_digits_at_a_tiny_length_scale(kernel_type, ard):
     """Inputs spread over ~1e8 length scales with two rows 1.35e-7 apart (a near-duplicate case at the length
     scale of Chu & Ghahramani's Pyrimidines fit, 27 inputs): the Gram matrix against the kernel evaluated pair by

@@ -223,6 +223,7 @@ def test_ml2_matches_sklearn_on_every_binary_data_set(data, kernel):
         np.testing.assert_array_equal(copy.predict_proba(X_test), ours.predict_proba(X_test))
 
 
+@pytest.mark.slow
 def test_bounds_that_bind(data):
     """Tight bounds (the program of FITTED[1]: bounds are traced) bind at the optimum: those hyperparameters sit
     exactly on their bound in our fit, the status says AT_BOUND, and the optimum is scikit-learn's (measured:

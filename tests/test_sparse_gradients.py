@@ -32,6 +32,7 @@ def _value_and_grad(method, likelihood, approximation):
     (gpc.KL(), LOGISTIC, "vfe"), (gpc.JaakkolaJordan(), LOGISTIC, "vfe"),
 ])
 @pytest.mark.parametrize("log_v, log_l", [(np.log(2.0), np.log(3.0)), (np.log(400.0), np.log(3.0))])  # mild, stiff
+@pytest.mark.slow
 def test_gradients_match_finite_differences(method, likelihood, approximation, log_v, log_l):
     """d log q / d (log sigma_f^2, log l, Z) along random directions, including every inducing coordinate."""
     fn = _value_and_grad(method, likelihood, approximation)

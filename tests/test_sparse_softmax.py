@@ -82,6 +82,7 @@ def _kernel_blocks(X_test):
 
 
 @pytest.mark.parametrize("approximation", ["fitc", "vfe", 0.5])
+@pytest.mark.slow
 def test_mode_log_q_and_predictions_equal_the_dense_sparse_model(approximation):
     sparse = gpc.Sparse(KERNEL, Z, approximation=approximation)
     post = gpc.infer(gpc.Laplace(), sparse, SOFTMAX, X, Y)
@@ -134,6 +135,7 @@ def _value_and_grad(approximation):
 
 
 @pytest.mark.parametrize("approximation, log_v", [("vfe", np.log(4.0)), ("fitc", np.log(400.0))])  # mild, stiff
+@pytest.mark.slow
 def test_gradients_match_finite_differences(approximation, log_v):
     """d log q / d (log sigma_f^2, log l, Z) along random directions through every inducing coordinate."""
     fn = _value_and_grad(approximation)

@@ -57,6 +57,7 @@ def test_with_z_equal_x_the_elbo_at_the_kl_optimum_is_the_kl_methods_and_station
     np.testing.assert_allclose(var_svgp, np.diag(Sigma), atol=1e-9)
 
 
+@pytest.mark.slow
 def test_natural_gradient_steps_reach_the_kl_methods_optimum():
     """At Z = X with the hyperparameters and Z frozen, natural-gradient steps on q(v) (full batch) converge to
     the dense KL method's maximised ELBO."""

@@ -187,6 +187,7 @@ def natural_fit(estimator, devices=None):
 
 
 @pytest.mark.parametrize("estimator, tolerance", [("jensen", 1e-6), ("monte_carlo", 0.04)])
+@pytest.mark.slow
 def test_natural_gradient_steps_reach_a_stationary_point(estimator, tolerance):
     """With the hyperparameters and Z frozen, natural-gradient steps on q (per class, their gradients from
     Bonnet's and Price's theorems with the step's samples, or Jensen's bound's) end where autodiff's gradient
