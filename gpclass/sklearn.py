@@ -114,7 +114,7 @@ weights repeat the cases (power EP with w = 2 is not EP on two copies) and
 fractional ones are power EP's.  For the softmax, the ordinal model and
 ``method="jj"`` the weights must be whole numbers (repeated cases).  Repeating
 may not expand the training set beyond the larger of its size and 20 000
-cases (``MAX_REPEATED_CASES``): a weight of 1e6 on ten cases would otherwise
+cases: a weight of 1e6 on ten cases would otherwise
 ask for 10^7 cases.
 """
 
@@ -133,10 +133,9 @@ try:
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process.kernels import CompoundKernel
     from sklearn.utils import check_random_state
-    from sklearn.utils.class_weight import compute_sample_weight
     from sklearn.utils.metaestimators import available_if
     from sklearn.utils.multiclass import check_classification_targets
-    from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+    from sklearn.utils.validation import check_is_fitted, validate_data
 except ImportError as error:  # pragma: no cover - exercised only without scikit-learn
     raise ImportError(
         "gpclass.sklearn needs scikit-learn 1.6 or later, an optional dependency of gpclass: "
@@ -150,6 +149,16 @@ from ._fit import fit as _fit
 from ._inference import EP, KL, JaakkolaJordan, Laplace, infer
 from ._predict import predict_latent as _predict_latent
 from ._sklearn_kernels import Translation, is_sklearn_kernel, translate
+from ._sklearn_one_vs_one import _one_vs_one_votes, _pairwise_coupling
+from ._sklearn_restarts import (
+    DEFAULT_START_BOUNDS,
+    _best_start,
+    _fit_from_starts,
+    _sklearn_start,
+    _stacked,
+    _vmap_restarts,
+)
+from ._sklearn_weights import _case_weights, _repeat_rows, _whole_numbers
 from ._status import Status
 from .kernels import AbstractKernel, SquaredExponential
 from .likelihoods import Logistic, Ordinal, Probit, Softmax
@@ -754,67 +763,6 @@ def _binary(positive, dtype):
     return np.where(positive, 1.0, -1.0).astype(dtype)
 
 
-# Where n_restarts_optimizer draws the starts of a gpclass kernel's hyperparameters (log-uniformly): scikit-learn's
-# default hyperparameter bounds.  The fit itself keeps gpc.fit's box [1e-8, 1e8].
-DEFAULT_START_BOUNDS = (1e-5, 1e5)
-
-
-def _sklearn_start(kernel, theta):
-    """A copy of scikit-learn ``kernel`` with log hyperparameters ``theta`` (in the order of ``kernel.theta``),
-    each value clipped into its bounds (exp(log b) may round past b, and translate checks the start)."""
-    from sklearn.base import clone
-
-    values, i = {}, 0
-    for hyperparameter in kernel.hyperparameters:
-        if hyperparameter.fixed:
-            continue
-        size = hyperparameter.n_elements
-        bounds = np.asarray(hyperparameter.bounds, np.float64).reshape(-1, 2)
-        value = np.clip(np.exp(theta[i : i + size]), bounds[:, 0], bounds[:, 1])
-        scalar = np.ndim(kernel.get_params()[hyperparameter.name]) == 0
-        values[hyperparameter.name] = float(value[0]) if scalar else value
-        i += size
-    return clone(kernel).set_params(**values)
-
-
-def _stacked(trees):
-    """Pytrees of one structure stacked along a new first axis of every array leaf (``gpc.fit`` under vmap)."""
-    return jax.tree.map(lambda *leaves: jnp.stack([jnp.asarray(leaf) for leaf in leaves]), *trees)
-
-
-def _vmap_restarts(setting):
-    """``vmap_restarts``: None chooses one vmapped gpc.fit over the stacked starts off a CPU, and on a CPU the
-    single-start program once per start (measured faster there: benchmarks/restarts.py, as gpc.sharded_vmap's
-    one problem at a time); True or False forces either."""
-    if setting is not None:
-        return bool(setting)
-    return jax.default_backend() != "cpu"
-
-
-@filter_jit
-def _fit_from_starts(method, kernels, likelihoods, X, y, mask, weights, max_steps, options):
-    """``gpc.fit`` from each start (the leading axis of ``kernels`` and ``likelihoods``) on the same data in one
-    vmapped call; ``throw=False``: each fit's status is in the result."""
-    def one(kernel, likelihood):
-        return _fit(method, kernel, likelihood, X, y, max_steps=max_steps, mask=mask, weights=weights, throw=False,
-                    **options)
-
-    return eqx.filter_vmap(one)(kernels, likelihoods)
-
-
-def _best_start(values, statuses):
-    """The start to keep: the largest log marginal likelihood among the converged fits (CONVERGED or AT_BOUND);
-    if none converged, the largest finite one that did not fail (fit then warns with its status); failing that,
-    the first
-    (whose FAILED status fit reports).  Ties go to the earliest start, the given kernel first."""
-    finite = np.isfinite(values)
-    pool = finite & (statuses <= Status.AT_BOUND)
-    pool = pool if pool.any() else finite & (statuses != Status.FAILED)
-    if not pool.any():
-        return 0
-    return int(np.argmax(np.where(pool, values, -np.inf)))
-
-
 def _start_cutpoints(y_index, num_classes):
     """The cutpoints' start in units of the prior predictive standard deviation: Phi^-1 of the training cases'
     cumulative class frequencies c_k = #{rank < k} / n, strictly increasing and finite because every class of
@@ -901,89 +849,6 @@ def _batched(fn, posterior, X, *args):
         out = jax.tree.map(lambda a: np.asarray(a)[: len(batch)], fn(posterior, padded, *args))
         outputs.append(out)
     return jax.tree.map(lambda *parts: np.concatenate(parts), *outputs)
-
-
-def _case_weights(X, y, sample_weight, class_weight):
-    """``sample_weight`` times the weights of the cases' classes (``class_weight``), checked (finite, >= 0, not all
-    0); ``None`` when every weight is 1."""
-    if sample_weight is None and class_weight is None:
-        return None
-    weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-    if class_weight is not None:
-        weight = weight * compute_sample_weight(class_weight, y)
-    if not np.all(np.isfinite(weight)):
-        raise GPClassError("sample_weight must be finite.")
-    if not np.any(weight > 0):
-        raise GPClassError("sample_weight is zero for every case: there is nothing to fit.")
-    return None if np.all(weight == 1.0) else weight
-
-
-def _whole_numbers(weight):
-    return bool(np.all(np.abs(weight - np.rint(weight)) <= 1e-8 * np.maximum(1.0, np.rint(weight))))
-
-
-def _repeat_rows(weight, method, softmax, ordinal):
-    """The rows of the data repeated by whole-number weights (``weight`` > 0); anything else is an error."""
-    if not _whole_numbers(weight):
-        model = "the softmax" if softmax else "the ordinal model" if ordinal else f"method={type(method).__name__}"
-        raise GPClassError(
-            f"sample_weight (times class_weight) must hold whole numbers for {model}: a weight k means k copies of "
-            "the case; fractional weights (the power likelihood p(y|f)^w) need a binary or one-vs-rest model with "
-            "method='laplace', 'ep' or 'kl'."
-        )
-    counts = np.rint(weight).astype(np.int64)
-    total, limit = int(np.sum(counts)), max(len(counts), MAX_REPEATED_CASES)
-    if total > limit:
-        raise GPClassError(
-            f"sample_weight sums to {total}: a weight k means k copies of the case, so the fit would have {total} "
-            f"cases; at most {limit} are allowed (the larger of the number of cases and {MAX_REPEATED_CASES}; a "
-            "dense prior over 20 000 cases already holds 3.2 GB). Scale the weights down to the repeat counts you "
-            "mean, or drop the weights."
-        )
-    return np.repeat(np.arange(len(counts)), counts)
-
-
-# The most cases whole-number weights may expand a training set to (see _repeat_rows).
-MAX_REPEATED_CASES = 20_000
-
-
-def _one_vs_one_votes(positive, p, num_classes):
-    """scikit-learn's one-vs-one decision function (``sklearn.utils.multiclass._ovr_decision_function``): votes
-    plus the summed confidences x mapped by x / (3 (|x| + 1)) into (-1/3, 1/3).  ``positive`` and ``p`` are
-    (m, P): pair (i, j)'s vote for j and its p(y = j), pairs in the order of ``itertools.combinations``."""
-    votes = np.zeros((len(p), num_classes))
-    confidence = np.zeros((len(p), num_classes))
-    for k, (i, j) in enumerate(itertools.combinations(range(num_classes), 2)):
-        confidence[:, i] -= p[:, k]
-        confidence[:, j] += p[:, k]
-        votes[:, i] += ~positive[:, k]
-        votes[:, j] += positive[:, k]
-    return votes + confidence / (3 * (np.abs(confidence) + 1))
-
-
-_COUPLING_CLIP = 1e-7  # libsvm's min_prob: pairwise probabilities are kept in [1e-7, 1 - 1e-7]
-
-
-def _pairwise_coupling(p, num_classes):
-    """Class probabilities (m, C) from the pairs' p(y = j | y in {i, j}) (m, P) by Wu, Lin & Weng (2004),
-    method 2: p minimises sum_{i<j} (r_ji p_i - r_ij p_j)^2 with sum(p) = 1, r_ij = p(y = i | y in {i, j}).
-    Q_ii = sum_{s != i} r_si^2, Q_ij = -r_ji r_ij; the KKT system [[Q, 1], [1^T, 0]] [p; b] = [0; 1] is
-    nonsingular for r in (0, 1) and its solution is non-negative (their Theorem 2); rounding below 0 is cut."""
-    m = len(p)
-    r = np.zeros((m, num_classes, num_classes))
-    for k, (i, j) in enumerate(itertools.combinations(range(num_classes), 2)):
-        r_ji = np.clip(p[:, k], _COUPLING_CLIP, 1 - _COUPLING_CLIP)
-        r[:, j, i], r[:, i, j] = r_ji, 1 - r_ji
-    Q = -r.transpose(0, 2, 1) * r  # Q_ij = -r_ji r_ij
-    index = np.arange(num_classes)
-    Q[:, index, index] = np.sum(r**2, axis=1)  # sum_s r_si^2 (r_ii = 0)
-    system = np.zeros((m, num_classes + 1, num_classes + 1))
-    system[:, :num_classes, :num_classes] = Q
-    system[:, :num_classes, num_classes] = system[:, num_classes, :num_classes] = 1.0
-    rhs = np.zeros((m, num_classes + 1, 1))
-    rhs[:, num_classes] = 1.0
-    probabilities = np.maximum(np.linalg.solve(system, rhs)[:, :num_classes, 0], 0.0)
-    return probabilities / np.sum(probabilities, axis=1, keepdims=True)
 
 
 @filter_jit
