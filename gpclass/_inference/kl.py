@@ -45,23 +45,22 @@ solved in reverse mode only when a prediction is differentiated
 """
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jax import lax
 
 from .._covariance import AbstractCovariance, AbstractSitesCovariance, AbstractSitesFactor
 from .._covariance._base import BOUND
 from .._exceptions import GPClassError
-from .._iterate import AbstractIterativeSolver, all_finite, relative_change, rounding_level, run, tolerance
+from .._iterate import run
 from .._status import Status
 from .._types import Array
 from .._validation import require_setting
 from ._base import AbstractInference
 from ._expectations import expected_log_lik_derivatives
 from ._implicit import implicit_fixed_point
-from ._linear_solve import Krylov, LinearMap, identity_minus, solve
+from ._kl_solver import AbstractKLSolver
+from ._linear_solve import LinearMap, identity_minus
 from ._posterior import SolverInfo, gaussian_posterior
-from ._search import first_acceptable
 from .kl_classes import solve_classes
 
 
@@ -224,26 +223,8 @@ def _fixed_point_system(op, likelihood, y, sites):
     return _fixed_point_map(op, likelihood, y, tau, nu, op.factor(tau).covariance(op))[:2]
 
 
-class KLState(eqx.Module):
-    """The sites, their factorisation and Sigma, the ELBO; the natural-gradient step; how the last step ended."""
-
-    tau: Array
-    nu: Array
-    factor: AbstractSitesFactor
-    cov: AbstractSitesCovariance
-    value: Array
-    beta: Array
-    change: Array
-    converged: Array
-    stalled: Array
-
-
-class KLSolver(AbstractIterativeSolver):
-    """Newton steps on the fixed point, safeguarded by damped natural-gradient steps (:func:`run`).
-
-    Each step tries the Newton candidate, then the natural-gradient step with
-    beta, beta/2, ... until the ELBO does not decrease (:func:`first_acceptable`): the ELBO never decreases.
-    """
+class KLSolver(AbstractKLSolver):
+    """:class:`AbstractKLSolver` for one latent function per case."""
 
     method: KL
     op: AbstractCovariance
@@ -252,55 +233,10 @@ class KLSolver(AbstractIterativeSolver):
     tau0: Array
     nu0: Array
 
-    @property
-    def max_steps(self):
-        return self.method.max_steps
-
     def _evaluate(self, tau, nu):
         factor = self.op.factor(tau)
         cov = factor.covariance(self.op)
         return tau, nu, factor, cov, elbo(self.op, self.likelihood, self.y, tau, nu, factor, cov)
 
-    def init(self) -> KLState:
-        dtype, false = self.op.dtype, jnp.asarray(False)
-        return KLState(*self._evaluate(self.tau0, self.nu0), jnp.ones((), dtype), jnp.asarray(jnp.inf, dtype),
-                       false, false)
-
-    def step(self, s: KLState) -> KLState:
-        method, dtype = self.method, self.op.dtype
-        tol = tolerance(method.tol, dtype, 1e-10, 1e-6)
-        site_tol = tolerance(method.site_tol, dtype, 1e-8, 1e-4)
-        target, i_minus_j, mu = _fixed_point_map(self.op, self.likelihood, self.y, s.tau, s.nu, s.cov)
-        delta = solve(i_minus_j, (target[0] - s.tau, target[1] - s.nu), Krylov(method.krylov_steps, 1, 1e-8))
-        newton = (jnp.maximum(s.tau + delta[0], 0.0), s.nu + delta[1])
-        noise = rounding_level(dtype, 1.0 + jnp.abs(s.value) + jnp.sum(jnp.abs(target[1] * mu)))
-
-        def site_change(tau, nu):
-            return jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))
-
-        def good(candidate):
-            tau, nu, _, _, value = candidate
-            return (value >= s.value - noise) | (site_change(tau, nu) <= site_tol)
-
-        def candidate(i, scale):  # 0: Newton; i >= 1: natural gradient with beta 2^(1 - i) (scale = 2^-i)
-            b = 2.0 * scale * s.beta
-            tau = jnp.where(i == 0, newton[0], (1.0 - b) * s.tau + b * target[0])
-            nu = jnp.where(i == 0, newton[1], (1.0 - b) * s.nu + b * target[1])
-            return self._evaluate(tau, nu)
-
-        # Candidate 0 inside the loop, so that the ELBO (the expensive graph) is traced once per step.
-        found, i, scale = first_acceptable(candidate, good, (s.tau, s.nu, s.factor, s.cov, s.value),
-                                           last=method.max_halvings + 1, evaluated=False, dtype=dtype)
-        accepted = good(found)
-        change = site_change(found[0], found[1])
-        small = (change <= site_tol) & (jnp.abs(found[4] - s.value) <= tol * (1.0 + jnp.abs(found[4])))
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(accepted, a, b), new, old)  # noqa: E731
-        tau, nu, factor, cov, value = keep(found, (s.tau, s.nu, s.factor, s.cov, s.value))
-        beta = jnp.where(i >= 1, jnp.minimum(4.0 * scale * s.beta, 1.0), s.beta)  # a natural-gradient step: 2 b
-        return KLState(tau, nu, factor, cov, value, beta, change, accepted & small, ~accepted)
-
-    def terminate(self, s: KLState):
-        return s.converged, s.stalled
-
-    def finite(self, s: KLState):
-        return all_finite(s.tau, s.nu)
+    def _fixed_point(self, tau, nu, cov):
+        return _fixed_point_map(self.op, self.likelihood, self.y, tau, nu, cov)

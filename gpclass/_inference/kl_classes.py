@@ -59,13 +59,13 @@ from jax import lax
 from .. import _dense as dense
 from .._covariance._base import BOUND
 from .._exceptions import GPClassError
-from .._iterate import AbstractIterativeSolver, all_finite, relative_change, rounding_level, run, tolerance
+from .._iterate import run
 from .._status import Status
 from .._types import Array, Float
 from ._implicit import implicit_fixed_point
-from ._linear_solve import Krylov, LinearMap, solve
+from ._kl_solver import AbstractKLSolver
+from ._linear_solve import LinearMap
 from ._posterior import SolverInfo, per_class_gaussian_posterior
-from ._search import first_acceptable
 
 # The largest 2 n C for which Newton's system is formed (2 n C products) and solved by LU where the prior is a
 # matrix: exact steps on small problems; GMRES's ``krylov_steps`` products above it.
@@ -198,24 +198,8 @@ def _fixed_point_system(op, likelihood, data, sites):
     return _fixed_point_map(op, likelihood, data, tau, nu, cov)[:2]
 
 
-class ClassKLState(eqx.Module):
-    """The sites (C, n), the classes' factorisations and Sigma_c, the ELBO; the natural-gradient step; how the
-    last step ended (``kl.KLState`` per class)."""
-
-    tau: Array
-    nu: Array
-    factor: eqx.Module
-    cov: eqx.Module
-    value: Array
-    beta: Array
-    change: Array
-    converged: Array
-    stalled: Array
-
-
-class ClassKLSolver(AbstractIterativeSolver):
-    """``kl.KLSolver`` for C classes: the Newton candidate, then natural-gradient steps with beta, beta/2, ...
-    until the ELBO does not decrease (:func:`first_acceptable`); the ELBO never decreases."""
+class ClassKLSolver(AbstractKLSolver):
+    """``kl.AbstractKLSolver`` for C classes: the sites (C, n), the classes' factorisations and Sigma_c."""
 
     method: eqx.Module
     op: eqx.Module
@@ -224,55 +208,11 @@ class ClassKLSolver(AbstractIterativeSolver):
     tau0: Array
     nu0: Array
 
-    @property
-    def max_steps(self):
-        return self.method.max_steps
-
     def _evaluate(self, tau, nu):
         ops, axis = self.op.per_class()
         factor = jax.vmap(lambda o, t: o.factor(t), in_axes=(axis, 0))(ops, tau)
         cov = jax.vmap(lambda o, f: f.covariance(o), in_axes=(axis, 0))(ops, factor)
         return tau, nu, factor, cov, elbo(self.op, self.likelihood, self.data, tau, nu, factor, cov)
 
-    def init(self) -> ClassKLState:
-        dtype, false = self.op.dtype, jnp.asarray(False)
-        return ClassKLState(*self._evaluate(self.tau0, self.nu0), jnp.ones((), dtype), jnp.asarray(jnp.inf, dtype),
-                            false, false)
-
-    def step(self, s: ClassKLState) -> ClassKLState:
-        method, dtype = self.method, self.op.dtype
-        tol = tolerance(method.tol, dtype, 1e-10, 1e-6)
-        site_tol = tolerance(method.site_tol, dtype, 1e-8, 1e-4)
-        target, i_minus_j, mu = _fixed_point_map(self.op, self.likelihood, self.data, s.tau, s.nu, s.cov)
-        delta = solve(i_minus_j, (target[0] - s.tau, target[1] - s.nu), Krylov(method.krylov_steps, 1, 1e-8))
-        newton = (jnp.maximum(s.tau + delta[0], 0.0), s.nu + delta[1])
-        noise = rounding_level(dtype, 1.0 + jnp.abs(s.value) + jnp.sum(jnp.abs(target[1] * mu)))
-
-        def site_change(tau, nu):
-            return jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu))
-
-        def good(candidate):
-            tau, nu, _, _, value = candidate
-            return (value >= s.value - noise) | (site_change(tau, nu) <= site_tol)
-
-        def candidate(i, scale):  # 0: Newton; i >= 1: natural gradient with beta 2^(1 - i) (scale = 2^-i)
-            b = 2.0 * scale * s.beta
-            tau = jnp.where(i == 0, newton[0], (1.0 - b) * s.tau + b * target[0])
-            nu = jnp.where(i == 0, newton[1], (1.0 - b) * s.nu + b * target[1])
-            return self._evaluate(tau, nu)
-
-        found, i, scale = first_acceptable(candidate, good, (s.tau, s.nu, s.factor, s.cov, s.value),
-                                           last=method.max_halvings + 1, evaluated=False, dtype=dtype)
-        accepted = good(found)
-        change = site_change(found[0], found[1])
-        small = (change <= site_tol) & (jnp.abs(found[4] - s.value) <= tol * (1.0 + jnp.abs(found[4])))
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(accepted, a, b), new, old)  # noqa: E731
-        tau, nu, factor, cov, value = keep(found, (s.tau, s.nu, s.factor, s.cov, s.value))
-        beta = jnp.where(i >= 1, jnp.minimum(4.0 * scale * s.beta, 1.0), s.beta)
-        return ClassKLState(tau, nu, factor, cov, value, beta, change, accepted & small, ~accepted)
-
-    def terminate(self, s: ClassKLState):
-        return s.converged, s.stalled
-
-    def finite(self, s: ClassKLState):
-        return all_finite(s.tau, s.nu)
+    def _fixed_point(self, tau, nu, cov):
+        return _fixed_point_map(self.op, self.likelihood, self.data, tau, nu, cov)
