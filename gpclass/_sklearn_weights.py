@@ -29,11 +29,11 @@ def _whole_numbers(weight):
 def _repeat_rows(weight, method, softmax, ordinal):
     """The rows of the data repeated by whole-number weights (``weight`` > 0); anything else is an error."""
     if not _whole_numbers(weight):
-        model = "the softmax" if softmax else "the ordinal model" if ordinal else f"method={type(method).__name__}"
+        model = "the ordinal model" if ordinal else f"method={type(method).__name__}"
         raise GPClassError(
             f"sample_weight (times class_weight) must hold whole numbers for {model}: a weight k means k copies of "
-            "the case; fractional weights (the power likelihood p(y|f)^w) need a binary or one-vs-rest model with "
-            "method='laplace', 'ep' or 'kl'."
+            "the case; fractional weights (the power likelihood p(y|f)^w) need a binary, one-vs-rest or one-vs-one "
+            "model with method='laplace', 'ep' or 'kl', or the softmax with 'laplace' or 'kl'."
         )
     counts = np.rint(weight).astype(np.int64)
     total, limit = int(np.sum(counts)), max(len(counts), MAX_REPEATED_CASES)

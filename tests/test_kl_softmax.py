@@ -251,8 +251,8 @@ def test_refusals():
         gpc.infer(gpc.KL(num_samples=4), SHARED, LIK, X, Y)
     with pytest.raises(gpc.GPClassError, match="num_samples"):
         gpc.KL(num_samples=1)
-    with pytest.raises(gpc.GPClassError, match=r"mask.*KL with Softmax"):
-        gpc.infer(METHOD, SHARED, LIK, X, Y, mask=np.ones(8, bool))
+    with pytest.raises(gpc.GPClassError, match=r"mask.*EP with MultinomialProbit"):
+        gpc.infer(gpc.EP(), SHARED, gpc.likelihoods.MultinomialProbit(3), X, Y, mask=np.ones(8, bool))
     with pytest.raises(gpc.GPClassError, match=r"EP does not support the multi-class Softmax.*gpc.KL\(\)"):
         gpc.infer(gpc.EP(), SHARED, LIK, X, Y)
     with pytest.raises(gpc.GPClassError, match="PerClass"):

@@ -283,8 +283,9 @@ def test_bad_input(binary, fixed_binary, three_classes):
         with pytest.raises(ValueError, match=message):
             GaussianProcessClassifier(optimize=False, **params).fit(X, y)
     with pytest.raises(ValueError, match="sample_weight .times class_weight. must hold whole numbers for the "
-                                         "softmax"):
-        GaussianProcessClassifier(optimize=False).fit(*three_classes, sample_weight=np.full(60, 0.5))
+                                         "ordinal model"):
+        GaussianProcessClassifier(optimize=False, likelihood="ordinal").fit(*three_classes,
+                                                                            sample_weight=np.full(60, 0.5))
     with pytest.raises(ValueError, match="needs method='laplace'"):
         GaussianProcessClassifier(method="ep").fit(*three_classes)
     with pytest.raises(ValueError, match="use multi_class='one_vs_rest'"):

@@ -322,8 +322,9 @@ def test_weights_under_vmap():
                                    rtol=1e-10)
 
 
-def test_ordinal_and_softmax_refuse_weights():
+def test_ordinal_and_multinomial_probit_refuse_weights():
+    """(The softmax takes them: tests/test_softmax_weights.py.)"""
     with pytest.raises(gpc.GPClassError, match="weights: supported for the binary likelihoods"):
         gpc.infer(gpc.Laplace(), KERNEL, gpc.likelihoods.Ordinal(3), X, np.arange(8) % 3, weights=W)
-    with pytest.raises(gpc.GPClassError, match="weights: supported .* got Laplace with Softmax"):
-        gpc.infer(gpc.Laplace(), KERNEL, gpc.likelihoods.Softmax(3), X, np.arange(8) % 3, weights=W)
+    with pytest.raises(gpc.GPClassError, match="weights: supported .* got EP with MultinomialProbit"):
+        gpc.infer(gpc.EP(), KERNEL, gpc.likelihoods.MultinomialProbit(3), X, np.arange(8) % 3, weights=W)

@@ -5,8 +5,15 @@ blocks K_c (one shared n x n matrix, a :class:`~gpclass._covariance.DenseCovaria
 or a (C, n, n) stack, a ``PerClassCovariance``).  Latents are (n, C) arrays and W
 = diag(pi) - Pi Pi^T (eq. 3.38), held as pi (n, C).
 
+pi need not sum to one per case: W_i = diag(pi_i) - pi_i pi_i^T / s_i with s_i = sum_c pi_i^c covers the
+softmax's W times a case weight w_i (pi = w softmax(f), s = w) and nested EP's site precisions
+(``_inference/ep_classes.py``).  Eq. 3.47 holds unchanged (the s_i cancel), and
+log|I + K W| = sum_c log|B_c| + log|sum_c E_c| - sum_i log s_i.  A case with s_i = 0 (weight 0) has W_i = 0
+and a zero row and column in sum_c E_c: M factorises sum_c E_c plus 1 at that diagonal entry, which leaves
+E R M^-1 R^T E and the log-determinant (without its log s_i) unchanged, since E R is zero there.
+
 Newton's steps (``class_solver``) solve with I + W K by conjugate gradients:
-W = S^T S with S = (I - P P^T) D^1/2 (``_times_s``), so eq. 3.27's identity
+W = S^T S with S = (I - q q^T) D^1/2 (``_times_s``), so eq. 3.27's identity
 holds with S in place of W^1/2 and B = I + S K S^T, symmetric with eigenvalues
 >= 1, is applied by one product with K, with no factorisation per step.
 Section 3.5.1's factors are formed once, at the mode (``class_factor``), for
@@ -46,7 +53,8 @@ def softmax_blocks(K, pi: Float[Array, "n C"]):
         return L, s[:, None] * dense.solve_triangular(L, V, lower=True, trans=1)
 
     L, E = jax.vmap(per_class, in_axes=(0 if K.ndim == 3 else None, 1))(K, sqrt_d)
-    M = dense.cholesky(jnp.sum(E, axis=0))
+    left_out = jnp.sum(pi, axis=1) <= 0.0  # W_i = 0 (module docstring)
+    M = dense.cholesky(jnp.sum(E, axis=0) + jnp.diag(left_out.astype(E.dtype)))
     return L, E, M
 
 
@@ -63,11 +71,11 @@ class ClassSolver(AbstractNewtonSolve):
         for all classes).  A Newton step's right-hand side vanishes at the mode, so the solve's relative
         tolerance (1e-8 in float64, 1e-5 in float32) shrinks its error with the step.
         """
-        p = jnp.sqrt(self.pi)
-        rhs = _times_s(p, op.mv(v))
-        x, _, _ = conjugate_gradients(lambda u: u + _times_s(p, op.mv(_times_s_transpose(p, u))), rhs,
+        p, q = _root_and_direction(self.pi)
+        rhs = _times_s(p, q, op.mv(v))
+        x, _, _ = conjugate_gradients(lambda u: u + _times_s(p, q, op.mv(_times_s_transpose(p, q, u))), rhs,
                                       tol=tolerance(None, v.dtype, 1e-8, 1e-5), max_steps=v.size)
-        return v - _times_s_transpose(p, x)
+        return v - _times_s_transpose(p, q, x)
 
 
 class ClassFactor(AbstractFactor):
@@ -102,24 +110,36 @@ def class_factor_given(K, pi: Float[Array, "n C"], factor: ClassFactor) -> Class
     return ClassFactor(pi, *blocks)
 
 
-def _times_s(p, V: Float[Array, "n C"]) -> Float[Array, "n C"]:
-    """S V with S = (I - P P^T) D^1/2, p = sqrt(pi): per case, p_i * v_i - p_i (pi_i^T v_i).
+def case_totals(pi: Float[Array, "n C"]) -> Float[Array, " n"]:
+    """s_i = sum_c pi_i^c, with 1 where it is 0 (a case of weight 0, W_i = 0): safe to divide by and log."""
+    total = jnp.sum(pi, axis=1)
+    return jnp.where(total > 0.0, total, 1.0)
 
-    P = D^-1/2 Pi has orthonormal columns (p_i^T p_i = sum_c pi_i^c = 1), so
-    I - P P^T is a projection and S^T S = D^1/2 (I - P P^T) D^1/2 = D - Pi Pi^T
-    = W (eq. 3.38): S is a square root of W that needs no factorisation.
+
+def _root_and_direction(pi):
+    """p = sqrt(pi) and q = p / sqrt(s): the unit vector of each case (zero where s = 0) for ``_times_s``."""
+    p = sqrt_precision(pi)
+    return p, p / jnp.sqrt(case_totals(pi))[:, None]
+
+
+def _times_s(p, q, V: Float[Array, "n C"]) -> Float[Array, "n C"]:
+    """S V with S = (I - q q^T) D^1/2, p = sqrt(pi), q = p / sqrt(s): per case, p_i * v_i - q_i (q_i^T (p_i * v_i)).
+
+    q_i is a unit vector (or zero), so I - q q^T is a projection and S^T S = D^1/2 (I - q q^T) D^1/2
+    = D - pi pi^T / s = W (eq. 3.38, where s = 1): S is a square root of W that needs no factorisation.
     """
     X = p * V
-    return X - p * jnp.sum(p * X, axis=1, keepdims=True)
+    return X - q * jnp.sum(q * X, axis=1, keepdims=True)
 
 
-def _times_s_transpose(p, V: Float[Array, "n C"]) -> Float[Array, "n C"]:
-    """S^T V = D^1/2 (I - P P^T) V."""
-    return p * (V - p * jnp.sum(p * V, axis=1, keepdims=True))
+def _times_s_transpose(p, q, V: Float[Array, "n C"]) -> Float[Array, "n C"]:
+    """S^T V = D^1/2 (I - q q^T) V."""
+    return p * (V - q * jnp.sum(q * V, axis=1, keepdims=True))
 
 
 def half_log_det_softmax(K, pi, L, E, M) -> Float[Array, ""]:
-    """1/2 log|I + K W(pi)| from the blocks at pi, with a hand-written reverse mode (see ``_half_log_det_bwd``).
+    """1/2 log|I + K W(pi)| from the blocks at pi, with a hand-written reverse mode (see ``_half_log_det_bwd``):
+    1/2 (sum_c log|B_c| + log|sum_c E_c| - sum_i log s_i) (module docstring).
 
     The blocks receive no cotangent (``stop_gradient``): the derivative flows
     to K and pi directly, and no reverse mode runs through the C + 1
@@ -130,7 +150,7 @@ def half_log_det_softmax(K, pi, L, E, M) -> Float[Array, ""]:
 
 @jax.custom_vjp
 def _half_log_det(K, pi, L, E, M):
-    return jnp.sum(jax.vmap(half_log_det)(L)) + half_log_det(M)
+    return jnp.sum(jax.vmap(half_log_det)(L)) + half_log_det(M) - 0.5 * jnp.sum(jnp.log(case_totals(pi)))
 
 
 def _half_log_det_fwd(K, pi, L, E, M):
@@ -152,8 +172,10 @@ def _half_log_det_bwd(residuals, g):
     G_c = L_M^-1 E_c (summed over classes for a shared K).
 
     dW: (I + K W)^-1 K = Sigma = (K^-1 + W)^-1, the covariance of q, and
-    dW_i = diag(dpi_i) - dpi_i pi_i^T - pi_i dpi_i^T case by case, so
-    pi_bar_i = 1/2 (diag(Sigma_ii) - 2 Sigma_ii pi_i) with the C x C blocks
+    dW_i = diag(dpi_i) - (dpi_i pi_i^T + pi_i dpi_i^T) / s_i + pi_i pi_i^T ds_i / s_i^2 case by case
+    (ds_i = sum_c dpi_i^c), so pi_bar_i = 1/2 (diag(Sigma_ii) - 2 Sigma_ii pi_i / s_i + pi_i^T Sigma_ii pi_i /
+    s_i^2) (at s_i = 1, GPML's 1/2 (diag(Sigma_ii) - 2 Sigma_ii pi_i) plus a constant that the softmax's dpi_i,
+    summing to 0, ignores) with the C x C blocks
     Sigma_ii^cc' = delta_cc' (K_c - K_c E_c K_c)_ii + (K_c E_c M^-1 E_c' K_c')_ii
     (eq. 3.47 again), the last term row by row from Z_c = L_M^-1 E_c K_c.
     """
@@ -165,7 +187,10 @@ def _half_log_det_bwd(residuals, g):
     prior_var = jnp.diagonal(K)[:, None] if shared else jnp.diagonal(K, axis1=1, axis2=2).T
     kek = jnp.einsum("ji,cji->ic", K, EK) if shared else jnp.einsum("cji,cji->ic", K, EK)
     sigma = jnp.einsum("cji,dji->icd", Z, Z) + jax.vmap(jnp.diag)(prior_var - kek)
-    pi_bar = 0.5 * g * (jnp.diagonal(sigma, axis1=1, axis2=2) - 2.0 * jnp.einsum("icd,id->ic", sigma, pi))
+    s = case_totals(pi)[:, None]
+    sigma_pi = jnp.einsum("icd,id->ic", sigma, pi) / s
+    pi_bar = 0.5 * g * (jnp.diagonal(sigma, axis1=1, axis2=2) - 2.0 * sigma_pi
+                        + jnp.sum(pi * sigma_pi, axis=1, keepdims=True) / s)
     if shared:
         K_bar = 0.5 * g * (jnp.sum(E, axis=0) - jnp.einsum("cji,cjk->ik", G, G))
     else:

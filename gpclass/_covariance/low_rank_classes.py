@@ -11,10 +11,13 @@ by Woodbury's identity on
     (I + W K~)^-1 v = x - D U^T H^-1 U x,   x = A^-1 v,   D = A^-1 W,   H = I + U D U^T   (Cm x Cm).
 
 Per case, with rho = pi / (1 + t pi) (elementwise), both A^-1 and D are a
-diagonal plus a rank-one matrix (Sherman-Morrison, using sum_c pi_c = 1):
+diagonal plus a rank-one matrix (Sherman-Morrison, for W_i = diag(pi) - pi pi^T / s, s = sum_c pi_c, which
+is 1 for the softmax and a case's weight w for w times it, ``dense_classes``):
 
     A^-1 = diag(1 / (1 + t pi)) + t rho rho^T / sum(rho),    D = diag(rho) - rho rho^T / sum(rho),
-    |A| = prod_c (1 + t pi_c) sum(rho),
+    |A| = prod_c (1 + t pi_c) sum(rho) / s,
+
+(a case of weight 0 has rho = 0, D = 0 and |A| = 1: the divisions by sum(rho) and s are guarded there),
 
 so H = I + blockdiag_c(Phi^T diag(rho^c) Phi) - P^T P with P = [rho~^c * Phi]_c (n x Cm), rho~ = rho / sqrt(sum rho):
 O(n C^2 m^2) time (one matrix product) and one Cm x Cm Cholesky factorisation per Newton step.
@@ -22,7 +25,7 @@ log|I + W K~| = log|A| + log|H|, and log q is GPML's power-EP form, as for the b
 
     log q = sum_i log p(y_i|f^_i) - 1/2 a^T f^ - 1/2 log|H| - 1/(2 s) sum_i log|A_i|   (a = y - pi at the mode),
 
-the last term tending to 1/2 sum_i g_i tr(W_i) for VFE (s = 0).  For FITC
+the last term tending to 1/2 sum_i g_i tr(W_i) for VFE (power s = 0).  For FITC
 (s = 1) this is eq. 3.44 on K~.  Predictions (``SparseSoftmaxPosterior``):
 with w* = L_uu^-1 k(Z, x*), E[f*^c] = k(x*, Z) K_uu^-1 K_un a^c and
 Cov[f*] = (k** - |w*|^2) I + W*^T H^-1 W*, W* = I_C (x) w*  (from k** - Q_*n (K~ + W^-1)^-1 Q_n*,
@@ -35,6 +38,7 @@ import jax.numpy as jnp
 from .. import _dense as dense
 from .._types import Array, Float
 from ._base import AbstractFactor
+from .dense_classes import case_totals
 
 
 class LowRankClassFactor(AbstractFactor):
@@ -51,7 +55,7 @@ class LowRankClassFactor(AbstractFactor):
         return (self.power * self.g)[:, None]
 
     def _rank_one(self, v):
-        return self.rho * (jnp.sum(self.rho * v, axis=1, keepdims=True) / jnp.sum(self.rho, axis=1, keepdims=True))
+        return self.rho * (jnp.sum(self.rho * v, axis=1, keepdims=True) / case_totals(self.rho)[:, None])
 
     def times_a_inverse(self, v: Float[Array, "n C"]) -> Float[Array, "n C"]:
         """A^-1 v, case by case: v / (1 + t pi) + t rho (rho^T v) / sum(rho)."""
@@ -70,10 +74,12 @@ class LowRankClassFactor(AbstractFactor):
 
     def power_log_det(self, op) -> Float[Array, ""]:
         """GPML's ldB2 generalised to C classes: 1/2 log|H| + 1/(2 s) sum_i log|A_i| (VFE: 1/2 sum_i g_i tr W_i)."""
-        if self.power == 0.0:
-            log_det_a = jnp.sum(self.g[:, None] * self.pi * (1.0 - self.pi))
+        totals = case_totals(self.pi)
+        if self.power == 0.0:  # tr W_i = sum(pi) - |pi|^2 / s
+            log_det_a = jnp.sum(self.g[:, None] * self.pi * (1.0 - self.pi / totals[:, None]))
         else:
-            log_det_a = jnp.sum(jnp.log1p(self.t * self.pi)) + jnp.sum(jnp.log(jnp.sum(self.rho, axis=1)))
+            log_det_a = (jnp.sum(jnp.log1p(self.t * self.pi)) + jnp.sum(jnp.log(case_totals(self.rho)))
+                         - jnp.sum(jnp.log(totals)))
             log_det_a = log_det_a / self.power
         return jnp.sum(jnp.log(jnp.diagonal(self.chol_h))) + 0.5 * log_det_a
 
@@ -83,7 +89,7 @@ def class_factor(op, pi: Float[Array, "n C"]) -> LowRankClassFactor:
     rho = pi / (1.0 + (op.power * op.g)[:, None] * pi)
     n, num_classes = pi.shape
     blocks = jnp.einsum("ncj,nk->cjk", rho[:, :, None] * op.Phi[:, None, :], op.Phi)  # Phi^T diag(rho^c) Phi
-    P = ((rho / jnp.sqrt(jnp.sum(rho, axis=1, keepdims=True)))[:, :, None] * op.Phi[:, None, :]).reshape(n, -1)
+    P = ((rho / jnp.sqrt(case_totals(rho))[:, None])[:, :, None] * op.Phi[:, None, :]).reshape(n, -1)
     H = block_diagonal(blocks) - P.T @ P + jnp.eye(P.shape[1], dtype=P.dtype)
     return LowRankClassFactor(g=op.g, pi=pi, rho=rho, chol_h=dense.cholesky(H), power=op.power)
 

@@ -55,7 +55,8 @@ def infer(
         mask: optional booleans of shape (n,): ``False`` marks a case left out
             (the padding of ragged data sets stacked for ``vmap``): it changes
             neither the posterior of the other cases nor ``log_marginal``, as
-            if it were not there.  Binary likelihoods with Laplace, EP and KL.
+            if it were not there.  Binary likelihoods with Laplace, EP and KL;
+            ``Softmax`` with each of its methods (as the weights 0 and 1).
         weights: optional case weights of shape (n,), finite and >= 0 (not all
             0): case i enters as the power likelihood p(y_i|f_i)^{w_i}
             (``gpclass.likelihoods._weighted``).  A weight 0 leaves the case
@@ -64,7 +65,9 @@ def infer(
             predictions); EP is power EP, whose site matches the tilted
             distribution of p^w as a whole (for w = 2 not the same as two
             sites; for fractional w its moments by quadrature).  Binary
-            likelihoods with Laplace, EP and KL; combines with ``mask``.
+            likelihoods with Laplace, EP and KL; ``Softmax`` with Laplace,
+            KL, MCMC and AIS (w log p, the rows of its labels, hard or soft,
+            times w); combines with ``mask``.
             E.g. ``gpc.infer(gpc.Laplace(), kernel, Probit(), X, y,
             weights=jnp.array([1.0, 0.5, 2.0]))``.
         throw: raise (``eqx.branched_error_if``: also inside jit and vmap) unless
@@ -109,37 +112,51 @@ def solve_posterior(
 def apply_mask(method, likelihood, y, mask, checks, weights=None):
     """Labels with the left-out cases set to ``likelihood.left_out_label``, and the likelihood that ignores them
     (``likelihoods._masked``); with ``weights``, the labels times the weights (0 where masked) and the
-    power likelihood (``likelihoods._weighted``)."""
+    power likelihood (``likelihoods._weighted``).  For the softmax (``likelihood.weighted_rows``) the rows of
+    its (n, C) labels times the weights (a mask's 0 or 1), the likelihood unchanged (``Softmax.log_prob``)."""
     if mask is None and weights is None:
         return y, likelihood
     what = "mask" if weights is None else "weights"
     if not likelihood.labels_per_input:
         raise GPClassError(f"{what}: not for {type(likelihood).__name__}, whose labels are not one per row of X; "
                            "leave the unwanted labels out instead.")
+    if likelihood.weighted_rows:
+        weights = _checked_weights(weights, mask, y.shape[:1], y.dtype, checks)
+        return y * weights[:, None], likelihood
     if likelihood.num_latent != 1 or not method.supports_mask:
-        raise GPClassError(f"{what}: supported for binary likelihoods with gpc.Laplace(), gpc.EP() and gpc.KL(); "
-                           f"got {type(method).__name__} with {type(likelihood).__name__}.")
-    if mask is not None:
-        mask = jnp.asarray(mask)
-        if mask.shape != y.shape or not (mask.dtype == bool or jnp.issubdtype(mask.dtype, jnp.integer)):
-            raise GPClassError(f"mask must be booleans of shape {y.shape}; got {mask.dtype} of shape {mask.shape}.")
-        mask = mask.astype(bool)
+        raise GPClassError(f"{what}: supported for binary likelihoods with gpc.Laplace(), gpc.EP() and gpc.KL(), "
+                           f"and for Softmax; got {type(method).__name__} with {type(likelihood).__name__}.")
     if weights is None:
+        mask = _checked_mask(mask, y.shape)
         checks.fail_if(~jnp.any(mask), "mask: every case is left out.")
         return jnp.where(mask, y, likelihood.left_out_label).astype(y.dtype), Masked(likelihood)
     if not likelihood.binary or likelihood.left_out_label != 0.0 or not likelihood.weighted_labels:
         raise GPClassError(f"weights: supported for the binary likelihoods with labels +-1 (Logistic, Probit, "
-                           f"Heaviside, LabelNoise); got {type(likelihood).__name__}.")
+                           f"Heaviside, LabelNoise) and for Softmax; got {type(likelihood).__name__}.")
+    return y * _checked_weights(weights, mask, y.shape, y.dtype, checks), Weighted(likelihood)
+
+
+def _checked_mask(mask, shape):
+    mask = jnp.asarray(mask)
+    if mask.shape != shape or not (mask.dtype == bool or jnp.issubdtype(mask.dtype, jnp.integer)):
+        raise GPClassError(f"mask must be booleans of shape {shape}; got {mask.dtype} of shape {mask.shape}.")
+    return mask.astype(bool)
+
+
+def _checked_weights(weights, mask, shape, dtype, checks):
+    """The case weights (ones if None) as ``dtype``, 0 where ``mask`` is False; shape now, values in ``checks``."""
+    if weights is None:
+        weights = jnp.ones(shape, dtype)
     weights = jnp.asarray(weights)
-    if weights.shape != y.shape or not (jnp.issubdtype(weights.dtype, jnp.number) and weights.dtype != bool):
-        raise GPClassError(f"weights must be numbers of shape {y.shape}; got {weights.dtype} of shape "
+    if weights.shape != shape or not (jnp.issubdtype(weights.dtype, jnp.number) and weights.dtype != bool):
+        raise GPClassError(f"weights must be numbers of shape {shape}; got {weights.dtype} of shape "
                            f"{weights.shape}.")
-    weights = weights.astype(y.dtype)
+    weights = weights.astype(dtype)
     checks.fail_if(~jnp.isfinite(weights) | (weights < 0), "weights must be finite and >= 0.")
     if mask is not None:
-        weights = jnp.where(mask, weights, 0.0)
+        weights = jnp.where(_checked_mask(mask, shape), weights, 0.0)
     checks.fail_if(~jnp.any(weights > 0), "weights: every case has weight 0 (or is left out).")
-    return y * weights, Weighted(likelihood)
+    return weights
 
 
 def prior_covariance(kernel, likelihood, X, y):

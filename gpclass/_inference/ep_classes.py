@@ -142,12 +142,12 @@ def evaluate(op, likelihood, Y, B, a, b) -> Evaluation:
     more, O(C n^3) (``dense_classes.softmax_blocks`` at pi).  Differentiable in K; the sites enter without
     derivative wherever it is used for log Z_EP's gradient.
 
-    log|I + K T~| = sum_c log|B_c| + log|sum_c E_c| - sum_i log sum(pi_i) (module docstring).
+    log|I + K T~| = sum_c log|B_c| + log|sum_c E_c| - sum_i log sum(pi_i) (module docstring;
+    ``half_log_det_softmax`` includes the last term).
     """
     pi, nu, kappa, G, off, var_u = site_factors(Y, B, a, b)
     factor, alpha, mu, sigma = marginals(op, pi, nu)
-    half_log_det = (half_log_det_softmax(op.K, pi, factor.L, factor.E, factor.M)
-                    - 0.5 * jnp.sum(jnp.log(jnp.sum(pi, axis=-1))))
+    half_log_det = half_log_det_softmax(op.K, pi, factor.L, factor.E, factor.M)
     m_z, v_z = factor_marginals(G, off, var_u, mu, sigma)
     tau_c, nu_c = 1.0 / v_z - a, m_z / v_z - b
     log_z_hat, _, _ = likelihood.factor_tilted_moments(nu_c / tau_c, 1.0 / tau_c)

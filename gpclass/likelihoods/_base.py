@@ -44,6 +44,7 @@ class AbstractLikelihood(eqx.Module):
     left_out_label = 0.0  # the label gpc.infer's mask gives a left-out case (``likelihoods._masked``)
     labels_per_input = True  # one label per row of X (``Preference``: comparisons of the rows)
     weighted_labels = True  # gpc.infer's weights may multiply the labels +-1 (``likelihoods._weighted``)
+    weighted_rows = False  # Softmax: weights (and mask) scale the rows of its (n, C) labels, log p by w
 
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:
         """The labels as inference uses them: floats in {-1, +1} ({0, 1} and booleans accepted), checked."""

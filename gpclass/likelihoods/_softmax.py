@@ -33,6 +33,7 @@ class Softmax(AbstractLikelihood):
             raise GPClassError(f"Softmax needs an integer num_classes >= 2; got {self.num_classes!r}.")
 
     log_concave = True
+    weighted_rows = True  # gpc.infer's weights w (and mask, as w = 0 or 1) scale the rows of Y (``log_prob``)
     block_curvature = True  # W = diag(pi) - pi pi^T per case: multi-class Laplace (GPML Algorithm 3.3)
     multiclass_methods = "gpc.Laplace(), gpc.KL(), gpc.MCMC() or gpc.AIS()"
 
@@ -51,18 +52,22 @@ class Softmax(AbstractLikelihood):
         return check_class_labels(y, n, self.num_classes, dtype, checks, soft=True)
 
     def log_prob(self, Y: Float[Array, "n C"], F: Float[Array, "n C"]) -> Float[Array, " n"]:
-        """log p(y_i|f_i) = y_i^T f_i - log sum_c exp f_i^c, per case (the terms of GPML eq. 3.35).
+        """log p(y_i|f_i) = y_i^T f_i - s_i log sum_c exp f_i^c per case, s_i = sum_c y_ic (GPML eq. 3.35, where
+        s_i = 1).
 
-        For soft labels (rows y_i of class probabilities) this is sum_c y_ic log softmax(f_i)_c, the expected
-        log-likelihood under the labels' distribution (as sum(y_i) = 1); its derivatives are GPML's, y_i - pi_i
-        and W_i = diag(pi_i) - pi_i pi_i^T, which do not depend on y: Laplace, KL, MCMC and AIS take it as
-        they are."""
-        return jnp.sum(Y * F, axis=-1) - logsumexp(F, axis=-1)
+        For soft labels (rows y_i of class probabilities, s_i = 1) this is sum_c y_ic log softmax(f_i)_c, the
+        expected log-likelihood under the labels' distribution.  ``gpc.infer``'s case weights w_i scale the rows
+        (s_i = w_i): w_i log p(y_i|f_i), the power likelihood p^w of the binary case weights
+        (``likelihoods._weighted``); a whole number w = k is k copies of the case, w = 0 leaves it out."""
+        return jnp.sum(Y * F, axis=-1) - jnp.sum(Y, axis=-1) * logsumexp(F, axis=-1)
 
     def derivatives(self, Y: Float[Array, "n C"], F: Float[Array, "n C"]):
-        """(log p(y_i|f_i) per case, d log p / dF = Y - pi, and pi (n, C), which gives the block-diagonal
-        W = -d^2 log p / dF^2 = diag(pi) - pi pi^T case by case: GPML eqs. 3.36 and 3.38)."""
-        pi = jax.nn.softmax(F, axis=-1)
+        """(log p(y_i|f_i) per case, d log p / dF = Y - s pi, and s pi (n, C), which gives the block-diagonal
+        W = -d^2 log p / dF^2 = s_i (diag(pi_i) - pi_i pi_i^T) = diag(s_i pi_i) - (s_i pi_i)(s_i pi_i)^T / s_i
+        case by case: GPML eqs. 3.36 and 3.38 for s_i = 1; the prior's class factorisation takes this form,
+        ``_covariance.dense_classes``)."""
+        s = jnp.sum(Y, axis=-1, keepdims=True)
+        pi = s * jax.nn.softmax(F, axis=-1)
         return self.log_prob(Y, F), Y - pi, pi
 
     def factor(self, op, pi: Float[Array, "n C"]):
@@ -76,8 +81,8 @@ class Softmax(AbstractLikelihood):
         return op.class_factor_given(pi, factor)
 
     def log_prob_scale(self, Y, F, log_prob):
-        """|y_i^T f_i| + |log sum_c exp f_i^c|: the two terms of log p cancel for a confident case."""
-        return jnp.abs(jnp.sum(Y * F, axis=-1)) + jnp.abs(logsumexp(F, axis=-1))
+        """|y_i^T f_i| + s_i |log sum_c exp f_i^c|: the two terms of log p cancel for a confident case."""
+        return jnp.abs(jnp.sum(Y * F, axis=-1)) + jnp.sum(Y, axis=-1) * jnp.abs(logsumexp(F, axis=-1))
 
     @property
     def integrator(self):
