@@ -14,13 +14,13 @@ every value is a number, else it must be given: ``--order low,mid,high`` lists
 every value of the target column from the lowest to the highest (text is not
 ordered by guessing: alphabetical order would put "high" before "low").  A
 value missing from the list, or a listed value no row holds, is an error.
-The model is the cumulative probit with the noise sigma held at 1 and the
+The model is the cumulative probit (``--ordinal logit``: the cumulative logit) with the noise sigma held at 1 and the
 kernel's variance fitted with the length scales and the K - 1 cutpoints (the
 model is unchanged when f, the cutpoints and sigma are scaled together, so one
 of sigma and the variance has to be held: the choice of
 ``gpclass.sklearn.GaussianProcessClassifier``), from cutpoints at the
-quantiles of the prior predictive N(0, 2) of the training cases' cumulative
-class frequencies.  Reported besides the multi-class metrics: the accuracy and
+quantiles of the prior predictive of the training cases' cumulative
+class frequencies (:func:`ordinal_start`).  Reported besides the multi-class metrics: the accuracy and
 the mean absolute rank error |predicted rank - true rank| of the predicted
 class, the most probable one (as Chu & Ghahramani 2005), and the fitted
 cutpoints.
@@ -112,9 +112,11 @@ def add_arguments(parser) -> None:
     group.add_argument("--method", default="laplace", choices=list(METHODS),
                        help="inference: laplace, ep, kl (Gaussian KL) or jj (Jaakkola-Jordan lower bound, logistic "
                             "only); more than two classes: laplace (softmax); --ordinal: laplace, ep or kl")
-    group.add_argument("--ordinal", action="store_true",
-                       help="the target's values are ordered classes (ordinal regression, cumulative probit): "
-                            "numbers in their numeric order, text in the order of --order")
+    group.add_argument("--ordinal", nargs="?", const="probit", default=None, choices=["probit", "logit"],
+                       metavar="LINK",
+                       help="the target's values are ordered classes (ordinal regression; LINK probit, the default, "
+                            "for the cumulative probit, or logit): numbers in their numeric order, text in the "
+                            "order of --order")
     group.add_argument("--order", metavar="LOW,...,HIGH",
                        help="with --ordinal: every value of the target column, comma-separated, from the lowest "
                             "to the highest (needed when the values are not all numbers)")
@@ -397,16 +399,22 @@ def ordinal_codes(table, order=None):
     return names, np.array([rank[label] for label in labels], np.int64)
 
 
-def ordinal_start(y_train, num_classes, dtype):
-    """Ordinal(K) to start ML-II from: noise 1 and the cutpoints at the quantiles of the prior predictive
-    N(0, 1 + 1) (kernel variance 1, noise 1) of the training cases' cumulative class frequencies, clipped to
-    [0.5/n, 1 - 0.5/n] and made increasing by at least 0.01 where a class has no training case."""
+def ordinal_start(y_train, num_classes, dtype, link="probit"):
+    """Ordinal(K, link=link) to start ML-II from: noise 1 and the cutpoints where the prior predictive (kernel
+    variance 1, noise 1) puts the training cases' cumulative class frequencies: sqrt(2) Phi^-1(c) for the probit
+    (exact), sqrt(1 + pi / 8) logit(c) for the logit (MacKay's approximation of the averaged sigmoid); the
+    frequencies clipped to [0.5/n, 1 - 0.5/n] and the cutpoints made increasing by at least 0.01 where a class has
+    no training case."""
     n = len(y_train)
     cumulative = np.cumsum(np.bincount(np.asarray(y_train, np.int64), minlength=num_classes))[:-1] / n
-    cuts = [math.sqrt(2.0) * NormalDist().inv_cdf(c) for c in np.clip(cumulative, 0.5 / n, 1.0 - 0.5 / n)]
+    cumulative = np.clip(cumulative, 0.5 / n, 1.0 - 0.5 / n)
+    if link == "logit":
+        cuts = list(math.sqrt(1.0 + math.pi / 8.0) * (np.log(cumulative) - np.log1p(-cumulative)))
+    else:
+        cuts = [math.sqrt(2.0) * NormalDist().inv_cdf(c) for c in cumulative]
     for j in range(1, len(cuts)):
         cuts[j] = max(cuts[j], cuts[j - 1] + 0.01)
-    return gpc.likelihoods.Ordinal(num_classes, jnp.asarray(cuts, dtype), noise=jnp.asarray(1.0, dtype))
+    return gpc.likelihoods.Ordinal(num_classes, jnp.asarray(cuts, dtype), noise=jnp.asarray(1.0, dtype), link=link)
 
 
 def make_splits(args, codes, names):
@@ -447,7 +455,7 @@ def run(args, table, names, codes, splits, dtype) -> dict:
         mapping = {name: c for c, name in enumerate(names)}
     kernel = make_kernel(args.kernel, d, args.ard, dtype)
     model = (f"{args.likelihood} likelihood" if binary else
-             f"ordinal likelihood, {len(names)} ordered classes" if ordinal else
+             f"ordinal likelihood ({args.ordinal} link), {len(names)} ordered classes" if ordinal else
              f"softmax likelihood, {len(names)} classes")
     scheme = f"{args.folds}-fold CV" if args.folds else f"{len(splits[0][0])} train / {len(splits[0][1])} test"
     print(f"gpclass {gpc.__version__}: {args.method} ML-II on {args.csv} ({n} cases, d = {d}, {scheme}, {model}, "
@@ -461,7 +469,7 @@ def run(args, table, names, codes, splits, dtype) -> dict:
     # Every case's out-of-fold prediction (held out: the test cases'), for the plot and the pooled metrics.
     runs, pooled, tested = [], np.zeros((n,) if binary else (n, len(names))), np.zeros(n, bool)
     for i, (train, test) in enumerate(splits):
-        start = ordinal_start(codes[train], len(names), dtype) if ordinal else likelihood
+        start = ordinal_start(codes[train], len(names), dtype, args.ordinal) if ordinal else likelihood
         record, p = _fit_and_test(args, method, kernel, start, table.X, codes, train, test, i, dtype)
         pooled[test] = p
         tested[test] = True
@@ -491,12 +499,14 @@ def run(args, table, names, codes, splits, dtype) -> dict:
         "class_mapping": mapping,
         "positive_class": names[1] if binary else None,
         "model": {"method": args.method,
-                  "likelihood": args.likelihood if binary else "ordinal" if ordinal else "softmax",
+                  "likelihood": args.likelihood if binary else ("ordinal" if args.ordinal == "probit" else
+                                                                "ordinal_logit") if ordinal else "softmax",
                   "kernel": KERNELS[args.kernel][1], "ard": bool(args.ard), "dtype": jnp.dtype(dtype).name,
                   "initial": {"sigma_f": 1.0, "lengthscale": float(np.sqrt(d)),
                               **({"alpha": 1.0} if args.kernel == "rq" else {}),
-                              **({"noise": 1.0, "cutpoints": "sqrt(2) Phi^-1 of each training set's cumulative "
-                                  "class frequencies"} if ordinal else {})},
+                              **({"noise": 1.0, "cutpoints": ("sqrt(2) Phi^-1" if args.ordinal == "probit" else
+                                                              "sqrt(1 + pi / 8) logit")
+                                  + " of each training set's cumulative class frequencies"} if ordinal else {})},
                   **({"noise": "held at 1 (the scale of f, the cutpoints and sigma is the kernel's sigma_f)"}
                      if ordinal else {}),
                   "inputs": "standardised with the training cases' mean and standard deviation",

@@ -10,7 +10,8 @@ one-vs-one for many classes, ``n_restarts_optimizer``) and checks its inputs
 with scikit-learn's own validation.
 
 Ordered classes (``likelihood="ordinal"``): one model of all K classes,
-``gpc.likelihoods.Ordinal(K)`` (cumulative probit, Chu & Ghahramani 2005), the
+``gpc.likelihoods.Ordinal(K)`` (cumulative probit, Chu & Ghahramani 2005; ``"ordinal_logit"``: the
+cumulative logit, ``Ordinal(K, link="logit")``), the
 rank of a class being its index in the sorted ``classes_``::
 
     clf = GaussianProcessClassifier(method="ep", likelihood="ordinal").fit(X, ratings)  # e.g. 1..5
@@ -183,7 +184,7 @@ EXPECTED_FAILED_CHECKS = {
 }
 
 _METHODS = {"laplace": Laplace, "ep": EP, "kl": KL, "jj": JaakkolaJordan}
-_LIKELIHOODS = {"logistic": Logistic, "probit": Probit, "ordinal": Ordinal}
+_LIKELIHOODS = {"logistic": Logistic, "probit": Probit, "ordinal": Ordinal, "ordinal_logit": Ordinal}
 
 
 class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
@@ -216,11 +217,12 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         method: ``"laplace"``, ``"ep"``, ``"kl"`` or ``"jj"`` (``gpc.Laplace()``,
             ``gpc.EP()``, ``gpc.KL()``, ``gpc.JaakkolaJordan()``: the lower bound,
             logistic only), or one of those objects configured as you like.
-        likelihood: ``"logistic"``, ``"probit"`` or ``"ordinal"`` (ordered
-            classes: one ``gpc.likelihoods.Ordinal(K)`` model with the noise
-            held at 1 and the cutpoints fitted with the kernel, see the module
-            notes; methods ``"laplace"``, ``"ep"``, ``"kl"``; ``multi_class``
-            does not apply and must stay at its default).
+        likelihood: ``"logistic"``, ``"probit"``, ``"ordinal"`` or
+            ``"ordinal_logit"`` (ordered classes: one ``gpc.likelihoods.Ordinal(K)``
+            model, cumulative probit or logit, with the noise held at 1 and the
+            cutpoints fitted with the kernel, see the module notes; methods
+            ``"laplace"``, ``"ep"``, ``"kl"``; ``multi_class`` does not apply
+            and must stay at its default).
         ard: with the default kernel, one length scale per feature.
         optimize: fit the kernel's hyperparameters (and ordinal cutpoints) by
             ML-II (``gpc.fit``, box-aware L-BFGS); ``False`` keeps the kernel as
@@ -429,15 +431,15 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         # no mask.  One-vs-one pads each pair's cases.
         mask = None
         one_vs_one = num_classes > 2 and self.multi_class == "one_vs_one"
-        start_cutpoints = _start_cutpoints(y_index, num_classes) if ordinal else None
+        start_cutpoints = _start_cutpoints(y_index, num_classes, self._link()) if ordinal else None
         n = len(y_index)
         if not softmax and not one_vs_one and method.supports_mask:
             X, y_index, mask, weight = _padded_training_data(X, y_index, weight)
         names, pairs = [None], None
         starts = self._random_starts(kernel, X.shape[1], dtype)  # [] without restarts
         if ordinal:
-            likelihood = _ordinal_start(kernel, X[:n], start_cutpoints, dtype)
-            starts = [(k, _ordinal_start(k, X[:n], start_cutpoints, dtype)) for k in starts]
+            likelihood = _ordinal_start(kernel, X[:n], start_cutpoints, dtype, self._link())
+            starts = [(k, _ordinal_start(k, X[:n], start_cutpoints, dtype, self._link())) for k in starts]
             models = [self._fit_one(method, kernel, likelihood, X, y_index.astype(dtype), mask, starts, weight)]
         elif softmax:
             likelihood = Softmax(num_classes)
@@ -694,13 +696,15 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             )
         if self._ordinal() and self.multi_class != "softmax":
             raise GPClassError(
-                "likelihood='ordinal' fits one model of all the ordered classes (gpc.likelihoods.Ordinal(K)); "
+                f"likelihood={self.likelihood!r} fits one model of all the ordered classes "
+                "(gpc.likelihoods.Ordinal(K)); "
                 f"multi_class={self.multi_class!r} does not apply to it: leave multi_class at its default."
             )
         if isinstance(method, JaakkolaJordan) and not isinstance(likelihood, Logistic):
             raise GPClassError(
                 "method='jj' (the Jaakkola-Jordan bound) is for likelihood='logistic' only"
-                + ("; likelihood='ordinal' takes method='laplace', 'ep' or 'kl'." if self._ordinal() else ".")
+                + (f"; likelihood={self.likelihood!r} takes method='laplace', 'ep' or 'kl'." if self._ordinal()
+                   else ".")
             )
         return dtype, method, likelihood
 
@@ -724,17 +728,22 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         )
 
     def _checked_likelihood(self):
-        """The binary likelihood (``None`` for ``"ordinal"``, whose Ordinal(K) is built at fit from the labels)."""
+        """The binary likelihood (``None`` for the ordinal ones, whose Ordinal(K) is built at fit from the labels)."""
         if isinstance(self.likelihood, str) and self.likelihood in _LIKELIHOODS:
             return None if self._ordinal() else _LIKELIHOODS[self.likelihood]()
-        raise GPClassError(f"likelihood must be 'logistic', 'probit' or 'ordinal'; got {self.likelihood!r}.")
+        raise GPClassError("likelihood must be 'logistic', 'probit', 'ordinal' or 'ordinal_logit'; got "
+                           f"{self.likelihood!r}.")
 
     def _one_vs_one(self):
         """Fitted with one model per pair of classes."""
         return getattr(self, "_pairs", None) is not None
 
     def _ordinal(self):
-        return isinstance(self.likelihood, str) and self.likelihood == "ordinal"
+        return isinstance(self.likelihood, str) and self.likelihood in ("ordinal", "ordinal_logit")
+
+    def _link(self):
+        """The ordinal model's link: ``"logit"`` for ``likelihood="ordinal_logit"``, else ``"probit"``."""
+        return "logit" if self.likelihood == "ordinal_logit" else "probit"
 
     def _initial_kernel(self, num_features, dtype):
         """The gpclass kernel to start from, or for a scikit-learn kernel its ``Translation``."""
@@ -764,24 +773,29 @@ def _binary(positive, dtype):
     return np.where(positive, 1.0, -1.0).astype(dtype)
 
 
-def _start_cutpoints(y_index, num_classes):
-    """The cutpoints' start in units of the prior predictive standard deviation: Phi^-1 of the training cases'
-    cumulative class frequencies c_k = #{rank < k} / n, strictly increasing and finite because every class of
-    ``classes_`` has a case (c_k in [1/n, 1 - 1/n], steps of at least 1/n)."""
+def _start_cutpoints(y_index, num_classes, link="probit"):
+    """The cutpoints' start in units of the prior predictive's scale: the link's quantiles (Phi^-1 or logit) of the
+    training cases' cumulative class frequencies c_k = #{rank < k} / n, strictly increasing and finite because
+    every class of ``classes_`` has a case (c_k in [1/n, 1 - 1/n], steps of at least 1/n)."""
     counts = np.bincount(y_index, minlength=num_classes)
-    return np.array([NormalDist().inv_cdf(c) for c in np.cumsum(counts)[:-1] / counts.sum()])
+    cumulative = np.cumsum(counts)[:-1] / counts.sum()
+    if link == "logit":
+        return np.log(cumulative) - np.log1p(-cumulative)
+    return np.array([NormalDist().inv_cdf(c) for c in cumulative])
 
 
-def _ordinal_start(kernel, X, standard_cutpoints, dtype):
-    """``Ordinal(K)`` to start ML-II from: noise sigma = 1 (held there: see ``_ordinal_trainable``) and the
-    cutpoints at the quantiles of the prior predictive N(0, v + 1) of the class frequencies, v the mean prior
-    variance k(x, x) of the training inputs (2 for the default kernel), so that the classes' prior probabilities
-    match their frequencies.  ``kernel`` is a gpclass kernel or a ``Translation``."""
+def _ordinal_start(kernel, X, standard_cutpoints, dtype, link="probit"):
+    """``Ordinal(K, link=link)`` to start ML-II from: noise sigma = 1 (held there: see ``_ordinal_trainable``) and
+    the cutpoints where the prior predictive gives the classes their frequencies, v the mean prior variance
+    k(x, x) of the training inputs (1 for the default kernel): for the probit P(y <= k) = Phi(b_k / sqrt(1 + v))
+    exactly, for the logit sigma(b_k / sqrt(1 + pi v / 8)) (MacKay's approximation of the averaged sigmoid).
+    ``kernel`` is a gpclass kernel or a ``Translation``."""
     kernel = kernel.kernel if isinstance(kernel, Translation) else kernel
     variance = float(np.mean(np.asarray(kernel.diag(jnp.asarray(X)), np.float64)))
-    scale = np.sqrt(1.0 + variance) if np.isfinite(variance) and variance >= 0 else np.sqrt(2.0)
+    variance = variance if np.isfinite(variance) and variance >= 0 else 1.0
+    scale = np.sqrt(1.0 + (np.pi / 8.0 if link == "logit" else 1.0) * variance)
     return Ordinal(len(standard_cutpoints) + 1, np.asarray(scale * standard_cutpoints, dtype),
-                   noise=np.asarray(1.0, dtype))
+                   noise=np.asarray(1.0, dtype), link=link)
 
 
 def _ordinal_trainable(likelihood):

@@ -46,8 +46,9 @@ def test_ordinal_job_end_to_end(tmp_path, capsys, data):
     main(["--csv", text, "--target", "level", "--ordinal", "--order", "low,mid,high", "--report", str(report),
           "--no-cache", "--no-progress"])
     out = capsys.readouterr().out
-    for expected in ["ordinal likelihood, 3 ordered classes", "classes, lowest first: 'low' -> 0, 'mid' -> 1, "
-                     "'high' -> 2", "28 train / 12 test", "; cutpoints = [", "(noise 1, held)", "accuracy: ",
+    for expected in ["ordinal likelihood (probit link), 3 ordered classes",
+                     "classes, lowest first: 'low' -> 0, 'mid' -> 1, 'high' -> 2", "28 train / 12 test",
+                     "; cutpoints = [", "(noise 1, held)", "accuracy: ",
                      "mean absolute rank error: ", "report written to"]:
         assert expected in out
     r = json.loads(report.read_text())
@@ -87,6 +88,18 @@ def test_ordinal_job_end_to_end(tmp_path, capsys, data):
     r2 = json.loads(report2.read_text())
     assert r2["class_mapping"] == {"2": 0, "10": 1, "33": 2}
     assert r2["runs"][0]["hyperparameters"] == run["hyperparameters"] and r2["runs"][0]["test"] == test
+
+    # --ordinal logit: the cumulative logit, as the estimator's likelihood="ordinal_logit".
+    report3 = tmp_path / "r3.json"
+    main(["--csv", numbers, "--target", "level", "--ordinal", "logit", "--report", str(report3), "--no-cache",
+          "--no-progress"])
+    assert "ordinal likelihood (logit link), 3 ordered classes" in capsys.readouterr().out
+    r3 = json.loads(report3.read_text())
+    assert r3["model"]["likelihood"] == "ordinal_logit"
+    logit = GaussianProcessClassifier(likelihood="ordinal_logit").fit(X_train, y[train])
+    np.testing.assert_allclose(r3["runs"][0]["hyperparameters"]["cutpoints"], logit.likelihood_.cutpoints, rtol=1e-6)
+    np.testing.assert_allclose(r3["runs"][0]["log_marginal_likelihood"], logit.log_marginal_likelihood_value_,
+                               rtol=1e-9)
 
 
 @pytest.mark.parametrize("labels, argv, message", [

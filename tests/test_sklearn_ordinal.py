@@ -103,6 +103,25 @@ def test_start_cutpoints_match_the_class_frequencies(ordered):
         assert float(clf.likelihood_.noise) == 1.0 and clf.fit_status_ == gpc.Status.CONVERGED
 
 
+def test_ordinal_logit_start_and_two_classes_are_the_logistic(ordered):
+    """likelihood="ordinal_logit" is Ordinal(K, link="logit"): its start cutpoints put the training cases'
+    cumulative class frequencies at sigma(b_k / sqrt(1 + pi k(x, x) / 8)) (scipy's expit), and K = 2 with balanced
+    classes (cutpoint 0, noise 1) is the logistic estimator with the kernel held: log q and the probabilities
+    (Laplace; rounding)."""
+    X, y = ordered
+    clf = GaussianProcessClassifier(likelihood="ordinal_logit", optimize=False).fit(X, y)
+    assert clf.likelihood_.link == "logit"
+    np.testing.assert_allclose(special.expit(np.asarray(clf.likelihood_.cutpoints) / np.sqrt(1.0 + np.pi / 8.0)),
+                               [6 / N, 20 / N], rtol=1e-12)
+    keep = np.concatenate([np.flatnonzero(y == 0)[:6], np.flatnonzero(y == 2)[:6]])
+    ordinal = GaussianProcessClassifier(likelihood="ordinal_logit", optimize=False).fit(X[keep], y[keep])
+    logistic = GaussianProcessClassifier(likelihood="logistic", optimize=False).fit(X[keep], y[keep])
+    np.testing.assert_array_equal(ordinal.likelihood_.cutpoints, [0.0])
+    np.testing.assert_allclose(ordinal.log_marginal_likelihood_value_, logistic.log_marginal_likelihood_value_,
+                               rtol=1e-12)
+    np.testing.assert_allclose(ordinal.predict_proba(X + 0.3), logistic.predict_proba(X + 0.3), rtol=0, atol=1e-9)
+
+
 @pytest.mark.parametrize("method", ["laplace", "ep", "kl"])
 @pytest.mark.slow
 def test_two_ordered_classes_are_the_probit(method):
@@ -163,7 +182,7 @@ def test_clear_errors_and_methods_only_where_they_apply(ordered):
     ]:
         with pytest.raises(gpc.GPClassError, match=message):
             GaussianProcessClassifier(likelihood="ordinal", **params).fit(X, y)
-    with pytest.raises(gpc.GPClassError, match="'logistic', 'probit' or 'ordinal'"):
+    with pytest.raises(gpc.GPClassError, match="'logistic', 'probit', 'ordinal' or 'ordinal_logit'"):
         GaussianProcessClassifier(likelihood="cumulative").fit(X, y)
     with pytest.raises(ValueError, match="only one class"):
         GaussianProcessClassifier(likelihood="ordinal").fit(X, np.full(N, "mid"))
