@@ -1,4 +1,5 @@
-"""Training an :class:`gpclass.SVGP` (binary or softmax) on minibatches streamed from host memory, with optax."""
+"""Training an :class:`gpclass.SVGP` (binary or softmax) on minibatches, with optax: the loop compiled on the device,
+or (``devices=``) a Python loop that streams each minibatch from host memory to several devices."""
 
 from collections.abc import Callable
 
@@ -7,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import _svgp
@@ -58,8 +60,11 @@ def fit_svgp(
         model: the starting point, e.g. ``gpc.SVGP.at_prior(kernel, likelihood, Z)``.
         X, y: training inputs (n, d) and labels in {-1, +1} ({0, 1} and
             booleans accepted), for ``Softmax(C)`` integers 0..C-1, as NumPy
-            arrays: each step copies one minibatch to the device, so the
-            data never need to fit there.
+            arrays.  They are copied to the device once and the training loop
+            runs there, compiled (chunks of up to 128 steps, each a
+            ``lax.scan`` that gathers its minibatches on the device); with
+            ``devices``, each step copies its minibatch from host memory
+            instead.
         key: PRNG key for the minibatch order (a new permutation each epoch,
             from ``fold_in(key, epoch)``) and, for the softmax's Monte Carlo
             estimator, step i's samples (from ``fold_in(fold_in(key, 2**32 - 1), i)``):
@@ -87,8 +92,8 @@ def fit_svgp(
             ``step`` (1, 2, ...), ``elbo`` (``elbo[step - 1]``, the estimate
             before that step's update), ``done``, ``num_steps``; or
             ``gpc.Progress(fn, every=k, seconds=s)`` (as :func:`gpclass.fit`).
-            The loop runs in Python, so this is a plain call, no callback in
-            the compiled step.
+            A plain call, no callback in the compiled loop: the steps of a
+            chunk are reported when the chunk returns.
         throw: raise a ``gpc.GPClassError`` naming the status unless training
             completed (as :func:`gpclass.infer`, :func:`gpclass.fit` and
             :func:`gpclass.fit_em_ep`); ``False`` returns the result with its ``status``.
@@ -120,42 +125,24 @@ def fit_svgp(
         ("theta", not fit_hyperparameters), ("inducing", not fit_inducing), ("q_mu", natural), ("q_sqrt", natural)
     )
 
-    def step(trainable, opt_state, X_batch, y_batch, sample_key, i):
-        return _step(trainable, opt_state, X_batch, y_batch, sample_key, i, n, static, optimizer, frozen, settings,
-                     natural_gradient_step)
-
+    config = (n, static, optimizer, frozen, settings, natural_gradient_step)
     opt_state = optimizer.init(trainable)
-    place = lambda a: a  # noqa: E731
-    if devices is not None:
-        devices = list(devices)
-        if batch % len(devices):
-            raise GPClassError(f"batch_size ({batch}) must be a multiple of the number of devices ({len(devices)}).")
-        mesh = Mesh(np.asarray(devices), ("cases",))
-        trainable, opt_state, sample_key = jax.device_put((trainable, opt_state, sample_key),
-                                                          NamedSharding(mesh, PartitionSpec()))
-        place = lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec("cases")))  # noqa: E731
-    values, batches_per_epoch, status = [], n // batch, Status.COMPLETED
     progress = as_progress(progress)
     every = None if progress is None else every_for(progress, num_steps)
-    for i in range(num_steps):
-        epoch, position = divmod(i, batches_per_epoch)
-        if position == 0:
-            order = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), n))
-        rows = order[position * batch:(position + 1) * batch]
-        new, new_state, value = step(trainable, opt_state, place(X[rows]), place(y[rows]), sample_key,
-                                     None if sample_key is None else np.uint32(i))
-        value = float(value)  # the ELBO estimate at the current parameters, before this step's update
-        values.append(value)
-        finite, last = np.isfinite(value), i + 1 == num_steps
+
+    def report(i, value):
+        """After step i (0-based) with its ELBO estimate: progress and printing; False to stop (not finite)."""
+        finite, last = bool(np.isfinite(value)), i + 1 == num_steps
         if progress is not None and (i <= 0 or (i + 1) % every == 0 or last or not finite):
             progress.receive(dict(task="fit_svgp", step=i + 1, num_steps=num_steps, elbo=value,
                                   done=bool(last or not finite)))
-        if not finite:
-            status = Status.FAILED
-            break
-        if print_every and (i + 1) % print_every == 0:
+        if finite and print_every and (i + 1) % print_every == 0:
             print(f"svgp step {i + 1:6d}: ELBO estimate {value: .6e}", flush=True)
-        trainable, opt_state = new, new_state
+        return finite
+
+    loop = _steps_on_host if devices is not None else _steps_on_device
+    trainable, values = loop(trainable, opt_state, X, y, key, sample_key, num_steps, batch, config, report, devices)
+    status = Status.COMPLETED if len(values) == num_steps and np.isfinite(values[-1]) else Status.FAILED
     if throw and status != Status.COMPLETED:
         raise GPClassError(f"fit_svgp did not complete ({status.name}): {status.message} Pass throw=False to get "
                            "the result with its status.")
@@ -164,6 +151,64 @@ def fit_svgp(
 
 
 _DEFAULT_OPTIMIZER = optax.adam(0.01)
+
+# The most steps one compiled call of ``_steps_on_device`` runs: progress is reported, and a non-finite ELBO
+# noticed on the host, after each such chunk (the steps inside stop updating at a non-finite estimate anyway).
+_CHUNK = 128
+
+
+def _epoch_order(key, epoch, n):
+    """The permutation of the cases for an epoch: the minibatches are its consecutive slices."""
+    return jax.random.permutation(jax.random.fold_in(key, epoch), n)
+
+
+def _steps_on_device(trainable, opt_state, X, y, key, sample_key, num_steps, batch, config, report, devices):
+    """The training loop compiled: the data copied to the device once, chunks of up to ``_CHUNK`` steps of one
+    epoch each run as one ``lax.scan`` (``_run_chunk``) that takes its minibatches from the epoch's permutation on
+    the device.  The same minibatches, samples and updates as :func:`_steps_on_host`."""
+    n = X.shape[0]
+    batches_per_epoch = n // batch
+    length = min(_CHUNK, batches_per_epoch)  # not num_steps: one compilation serves runs of any length
+    X, y = jnp.asarray(X), jnp.asarray(y)
+    values, i = [], 0
+    while i < num_steps:
+        epoch, position = divmod(i, batches_per_epoch)
+        count = min(length, batches_per_epoch - position, num_steps - i)
+        trainable, opt_state, chunk = _run_chunk(trainable, opt_state, X, y, _epoch_order(key, epoch, n),
+                                                 np.int32(position), np.int32(count), sample_key, np.uint32(i),
+                                                 batch, length, config)
+        for value in np.asarray(chunk)[:count]:
+            values.append(float(value))
+            if not report(i, values[-1]):
+                return trainable, values
+            i += 1
+    return trainable, values
+
+
+def _steps_on_host(trainable, opt_state, X, y, key, sample_key, num_steps, batch, config, report, devices):
+    """The training loop in Python for ``devices``: each step copies its minibatch from host memory and splits it
+    over the devices along its cases (the parameters replicated), one compiled step (``_step``) per call."""
+    n = X.shape[0]
+    devices = list(devices)
+    if batch % len(devices):
+        raise GPClassError(f"batch_size ({batch}) must be a multiple of the number of devices ({len(devices)}).")
+    mesh = Mesh(np.asarray(devices), ("cases",))
+    trainable, opt_state, sample_key = jax.device_put((trainable, opt_state, sample_key),
+                                                      NamedSharding(mesh, PartitionSpec()))
+    place = lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec("cases")))  # noqa: E731
+    values, batches_per_epoch = [], n // batch
+    for i in range(num_steps):
+        epoch, position = divmod(i, batches_per_epoch)
+        if position == 0:
+            order = np.asarray(_epoch_order(key, epoch, n))
+        rows = order[position * batch:(position + 1) * batch]
+        new, new_state, value = _step(trainable, opt_state, place(X[rows]), place(y[rows]), sample_key,
+                                      None if sample_key is None else np.uint32(i), *config)
+        values.append(float(value))  # the ELBO estimate at the current parameters, before this step's update
+        if not report(i, values[-1]):
+            break
+        trainable, opt_state = new, new_state
+    return trainable, values
 
 
 def _build(trainable, static, settings) -> SVGP:
@@ -177,20 +222,59 @@ def _build(trainable, static, settings) -> SVGP:
 
 
 @filter_jit
+def _run_chunk(trainable, opt_state, X, y, order, position, count, sample_key, first_step, batch, length, config):
+    """A ``lax.scan`` over ``length`` steps of which the first ``count`` run (``lax.cond``: the rest cost nothing):
+    step j on the minibatch ``order[(position + j) b : (position + j + 1) b]`` (gathered on the device), with the
+    samples of step ``first_step + j``.  At a non-finite ELBO estimate the parameters stay where they were and the
+    remaining steps are skipped (the host stops there).  Returns the new state and the ``length`` estimates (those
+    past ``count`` are NaN and not used).
+
+    Compiled once per data shape, batch size, chunk length and configuration (a module-level function: repeated
+    fits reuse it)."""
+
+    def body(carry, j):
+        def run(carry):
+            trainable, opt_state, _ = carry
+            rows = lax.dynamic_slice_in_dim(order, (position + j) * batch, batch)
+            new, new_state, value = _step_body(trainable, opt_state, X[rows], y[rows], sample_key,
+                                               None if sample_key is None else first_step + j.astype(jnp.uint32),
+                                               *config)
+            finite = jnp.isfinite(value)
+            keep = lambda a, b: jax.tree.map(lambda u, v: jnp.where(finite, u, v), a, b)  # noqa: E731
+            return (keep(new, trainable), keep(new_state, opt_state), finite), value
+
+        def skip(carry):
+            return carry, jnp.asarray(jnp.nan, X.dtype)
+
+        return lax.cond((j < count) & carry[2], run, skip, carry)
+
+    (trainable, opt_state, _), values = lax.scan(body, (trainable, opt_state, jnp.asarray(True)),
+                                                 jnp.arange(length, dtype=jnp.int32))
+    return trainable, opt_state, values
+
+
+@filter_jit
 def _step(trainable, opt_state, X_batch, y_batch, sample_key, i, num_data, static, optimizer, frozen, settings,
           natural_step):
+    """One optimiser step (:func:`_step_body`) compiled on its own, for the loop over devices."""
+    return _step_body(trainable, opt_state, X_batch, y_batch, sample_key, i, num_data, static, optimizer, frozen,
+                      settings, natural_step)
+
+
+def _step_body(trainable, opt_state, X_batch, y_batch, sample_key, i, num_data, static, optimizer, frozen, settings,
+               natural_step):
     """One optimiser step on the negative minibatch ELBO; returns the new state and the ELBO before the step.
 
     ``fold_in(sample_key, i)`` draws the step's Monte Carlo samples (softmax; None otherwise), used by the ELBO
     and by the natural-gradient step alike.
-
-    Compiled once per data shape, batch size and configuration (a module-level function: repeated fits reuse it).
     """
     key = None if sample_key is None else jax.random.fold_in(sample_key, i)
 
     def loss(t):
         model = _build(t, static, settings)
-        A = model._projection(X_batch)
+        if natural_step is None:
+            return -model.elbo(X_batch, y_batch, num_data, key=key), None
+        A = model._projection(X_batch)  # the natural-gradient step below takes the same A
         return -model._elbo_from_projection(A, X_batch, y_batch, num_data, key), A
 
     (value, A), grads = jax.value_and_grad(loss, has_aux=True)(trainable)

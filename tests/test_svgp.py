@@ -4,6 +4,7 @@ Compile time dominates: the tests on the 30 x 2 toy problem share one model shap
 ``elbo_and_grad`` (full batch); ``elbo_value`` is the cheaper program wherever no gradient is needed.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -178,3 +179,39 @@ def test_fit_svgp_throw_names_the_status_and_a_normal_end_is_completed():
     assert gpc.Status(int(fit.status)) == gpc.Status.FAILED
     with pytest.raises(gpc.GPClassError, match=r"fit_svgp did not complete \(FAILED\)"):
         gpc.fit_svgp(start, X, y, key=jax.random.key(0), num_steps=3, optimizer=broken)
+
+
+def test_training_moments_and_their_gradients_are_the_whitened_formulas():
+    """The ELBO's float64 marginals from P = L^-T (S S^T - I) L^-1 and c = L^-T mu (``_svgp_moments``, hand-written
+    reverse modes) against the whitened formulas from A = L^-1 K_zx (autodiff through a triangular solve), on hard
+    inputs: two inducing inputs 1e-3 apart (K_zz near singular, held by the jitter) and a length scale 20 times the
+    inputs' spread.  Values to 1e-9 of the prior variance, gradients in every parameter to 1e-7 relative."""
+    X, _ = toy_data(n=30, seed=8)
+    model = random_model(X, 6, seed=4)
+    model = eqx.tree_at(lambda m: m.inducing, model, model.inducing.at[1].set(model.inducing[0] + 1e-3))
+    for lengthscale in (1.0, 20.0 * float(np.std(X))):
+        model = eqx.tree_at(lambda m: m.kernel.lengthscale, model, jnp.asarray(lengthscale))
+
+        def scalar(m, which):
+            mean, var = m._training_moments(X) if which else m._marginals(m._projection(X), X)
+            return jnp.sum(jnp.sin(mean)) + jnp.sum(jnp.cos(var)), (mean, var)
+
+        (_, fast), g_fast = gpc.filter_jit(jax.value_and_grad(lambda m: scalar(m, True), has_aux=True))(model)
+        (_, slow), g_slow = gpc.filter_jit(jax.value_and_grad(lambda m: scalar(m, False), has_aux=True))(model)
+        for a, b in zip(fast, slow):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * float(model.kernel.variance))
+        for a, b in zip(jax.tree.leaves(g_fast), jax.tree.leaves(g_slow)):
+            np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7 * float(np.max(np.abs(b))))
+
+
+def test_the_compiled_loop_is_the_loop_over_devices():
+    """``fit_svgp``'s training loop compiled on the device (chunks of steps in ``lax.scan``, minibatches gathered on
+    the device) and the Python loop of ``devices=`` (one device here) take the same minibatches and steps: the
+    same ELBO history and model (rounding), over more than one epoch and a partial last chunk."""
+    X, y = toy_data(n=30, seed=9)
+    start = random_model(X, 6, seed=5)
+    one = gpc.fit_svgp(start, X, y, key=jax.random.key(3), num_steps=7, batch_size=7)
+    other = gpc.fit_svgp(start, X, y, key=jax.random.key(3), num_steps=7, batch_size=7, devices=jax.devices()[:1])
+    np.testing.assert_allclose(one.elbo, other.elbo, rtol=1e-12)
+    np.testing.assert_allclose(one.model.q_sqrt, other.model.q_sqrt, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(one.model.inducing, other.model.inducing, rtol=1e-10, atol=1e-13)
