@@ -45,6 +45,15 @@ def _own(checks):
     return (Checks(), True) if checks is None else (checks, False)
 
 
+def concrete_or_none(x) -> np.ndarray | None:
+    """``x`` as a NumPy array if its value is known now, None if it is traced: a constructor checks a concrete
+    parameter at once and leaves a traced one to the run-time checks (``parameter_checks``)."""
+    try:
+        return np.asarray(x)
+    except jax.errors.TracerArrayConversionError:
+        return None
+
+
 def check_inputs(X, name: str = "X", *, allow_empty: bool = False, checks: Checks | None = None) -> Float[Array, "n d"]:
     """A finite (n, d) float array with n >= 1 (n >= 0 with ``allow_empty``: test inputs).
 

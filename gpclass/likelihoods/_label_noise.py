@@ -1,13 +1,12 @@
 """Label noise: a fraction of labels flipped at random (Kim & Ghahramani 2006, eq. 9)."""
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._exceptions import GPClassError
 from .._types import Array, Float
-from .._validation import as_float
+from .._validation import as_float, concrete_or_none
 from ._base import AbstractLikelihood
 from ._heaviside import Heaviside
 
@@ -32,11 +31,8 @@ class LabelNoise(AbstractLikelihood):
     upper_bounds = {"epsilon": 0.5}  # gpc.fit optimises logit(2 epsilon)
 
     def __check_init__(self):
-        try:
-            value = np.asarray(self.epsilon)  # a concrete value is checked now, a traced one by parameter_checks
-        except jax.errors.TracerArrayConversionError:
-            return
-        if not np.all((value >= 0) & (value < 0.5)):
+        value = concrete_or_none(self.epsilon)  # a traced value is checked by parameter_checks
+        if value is not None and not np.all((value >= 0) & (value < 0.5)):
             raise GPClassError(_EPSILON_RANGE + f" Got {value}.")
 
     def parameter_checks(self, checks):

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._exceptions import GPClassError
 from .._types import Array, Bool, Float
-from .._validation import Checks, as_float, check_ordinal_labels
+from .._validation import Checks, as_float, check_ordinal_labels, concrete_or_none
 from ._base import _F_TRANSITION, AbstractLikelihood
 from ._logistic import Logistic
 from ._probit import log_cdf_and_mills_ratio
@@ -267,9 +267,8 @@ class Ordinal(AbstractLikelihood):
 
 def _check_concrete(cutpoints, noise):
     """Concrete cutpoints strictly increasing and finite, a concrete sigma > 0 (traced ones: ``parameter_checks``)."""
-    try:
-        cuts, sigma = np.asarray(cutpoints), np.asarray(noise)
-    except jax.errors.TracerArrayConversionError:
+    cuts, sigma = concrete_or_none(cutpoints), concrete_or_none(noise)
+    if cuts is None or sigma is None:
         return
     if not (np.all(np.isfinite(cuts)) and np.all(np.diff(cuts) > 0)):
         raise GPClassError(f"Ordinal: the cutpoints must be finite and strictly increasing; got {cuts}.")

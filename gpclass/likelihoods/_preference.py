@@ -1,13 +1,12 @@
 """The preference likelihood for pairwise comparisons of items (Chu & Ghahramani 2005, ICML)."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
 from .._exceptions import GPClassError
 from .._types import Array, Float, Int
-from .._validation import Checks, as_float
+from .._validation import Checks, as_float, concrete_or_none
 from ._base import _F_TRANSITION, AbstractLikelihood
 from ._probit import gaussian_cdf_tilted_moments, log_cdf_and_mills_ratio
 
@@ -58,10 +57,7 @@ class Preference(AbstractLikelihood):
 
     def __init__(self, noise=1.0):
         noise = as_float(noise)
-        try:
-            concrete = np.asarray(noise)
-        except jax.errors.TracerArrayConversionError:
-            concrete = None
+        concrete = concrete_or_none(noise)
         if concrete is not None and not (concrete.shape == () and np.isfinite(concrete) and concrete > 0):
             raise GPClassError(f"Preference: noise (sigma) must be a number > 0 and finite; got {concrete}.")
         self.noise = jnp.asarray(noise, noise.dtype)  # not weakly typed: one jit cache entry, however given
@@ -152,10 +148,7 @@ def check_comparisons(y, n: int, checks: Checks | None) -> Int[Array, "m 2"]:
     out_of_range, itself = (y < 0) | (y >= n), y[:, 0] == y[:, 1]
     range_message = f"Preference: a comparison names an item index outside 0..{n - 1} (X has {n} rows)."
     self_message = "Preference: a comparison compares an item with itself (winner == loser)."
-    try:
-        concrete = np.asarray(y)
-    except jax.errors.TracerArrayConversionError:
-        concrete = None
+    concrete = concrete_or_none(y)
     if concrete is not None:
         bad = np.flatnonzero(np.any((concrete < 0) | (concrete >= n), axis=1))
         if bad.size:

@@ -18,7 +18,7 @@ from .._exceptions import GPClassError
 from .._types import Array, Bool, Float
 from .._validation import Checks
 from ._base import AbstractLikelihood
-from ._tilted_quadrature import tilted_by_quadrature
+from ._tilted_quadrature import select_moments, tilted_by_quadrature
 
 
 class SoftLabels(AbstractLikelihood):
@@ -95,8 +95,7 @@ class SoftLabels(AbstractLikelihood):
             return self.log_prob(y[:, None], f)
 
         quad = tilted_by_quadrature(log_lik, lambda f: self.derivatives(y, f), self.transitions(y), mean, var)
-        is_hard = (y == 0) | (y == 1)
-        return tuple(jnp.where(is_hard, h, q) for h, q in zip(hard, quad))
+        return select_moments([((y == 0) | (y == 1), hard)], quad)
 
     def expected_log_prob(self, y, mean, var):
         a, b, plus, minus = self._terms(y)

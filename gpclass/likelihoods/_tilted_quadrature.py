@@ -75,3 +75,12 @@ def tilted_by_quadrature(log_lik, derivatives, transitions, mean, var):
     p = jnp.exp(log_w - log_z[:, None])
     u_mean = jnp.sum(p * u, axis=-1)
     return log_z, c + u_mean, jnp.sum(p * (u - u_mean[:, None]) ** 2, axis=-1)
+
+
+def select_moments(cases, otherwise):
+    """Tilted moments (log Z, mean, variance) chosen case by case: from the first ``(mask, moments)`` of ``cases``
+    whose mask holds, else from ``otherwise`` (a closed form where one applies, quadrature for the rest)."""
+    chosen = otherwise
+    for mask, moments in reversed(cases):
+        chosen = tuple(jnp.where(mask, a, b) for a, b in zip(moments, chosen))
+    return chosen

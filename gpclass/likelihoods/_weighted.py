@@ -21,7 +21,7 @@ left-out case, exactly as ``mask``.
 import jax.numpy as jnp
 
 from ._base import AbstractLikelihood
-from ._tilted_quadrature import tilted_by_quadrature
+from ._tilted_quadrature import select_moments, tilted_by_quadrature
 
 
 class Weighted(AbstractLikelihood):
@@ -74,10 +74,8 @@ class Weighted(AbstractLikelihood):
 
         quad = tilted_by_quadrature(log_lik, lambda f: self.derivatives(y, f), self.base.transitions(label),
                                     mean, var)
-        one, zero = w == 1, w == 0
-        return (jnp.where(one, exact[0], jnp.where(zero, 0.0, quad[0])),
-                jnp.where(one, exact[1], jnp.where(zero, mean, quad[1])),
-                jnp.where(one, exact[2], jnp.where(zero, var, quad[2])))
+        cavity = (jnp.zeros_like(mean), mean, var)
+        return select_moments([(w == 1, exact), (w == 0, cavity)], quad)
 
     def expected_log_prob(self, y, mean, var):
         label, w = self._split(y)
