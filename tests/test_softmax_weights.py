@@ -101,13 +101,16 @@ def test_fitc_at_z_equal_x_is_dense():
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), atol=2e-5)
 
 
-@pytest.mark.parametrize("prior", ["dense", "fitc"])
+@pytest.mark.parametrize("prior", ["dense", "fitc", "per_class"])
 def test_weighted_laplace_gradients(prior):
     """d log q / d(log variance, log length scale) against central differences, with the fractional and zero
-    weights and the repeated input; dense and FITC."""
+    weights and the repeated input; dense, FITC and a PerClass kernel (variances 1, 2, 3 times e^theta_0)."""
     def value_and_grad(theta):
         kernel = gpc.kernels.SquaredExponential(jnp.exp(theta[0]), jnp.exp(theta[1]))
         p = kernel if prior == "dense" else gpc.Sparse(kernel, X[[0, 3, 5]], "fitc")
+        if prior == "per_class":
+            p = gpc.kernels.PerClass([gpc.kernels.SquaredExponential(c * jnp.exp(theta[0]), jnp.exp(theta[1]))
+                                      for c in (1.0, 2.0, 3.0)])
         return gpc.infer(gpc.Laplace(), p, LIK, X, Y, weights=W).log_marginal
 
     assert_directional_derivatives(fast_filter_jit(jax.value_and_grad(value_and_grad)),
