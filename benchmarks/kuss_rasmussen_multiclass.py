@@ -180,6 +180,7 @@ def main():
     parser.add_argument("--ais-temperatures", type=int, default=300)
     parser.add_argument("--ais-runs", type=int, default=64)
     parser.add_argument("--max-steps", type=int, default=100)
+    parser.add_argument("--skip-ml2", action="store_true", help="the grid only, no ML-II fits")
     parser.add_argument("--out", default="kuss_rasmussen_multiclass")
     parser.add_argument("--table", action="store_true", help="print the summary tables of the saved results only")
     args = parser.parse_args()
@@ -193,8 +194,10 @@ def main():
     results = dict(grid=[], ml2=[])
     for name in args.datasets.split(","):
         results["grid"] += grid_study(args, name)
-        results["ml2"] += ml2_study(args, name)
         write_results(args.out, info, results)
+        if not args.skip_ml2:
+            results["ml2"] += ml2_study(args, name)
+            write_results(args.out, info, results)
     print(summary(results))
 
 
