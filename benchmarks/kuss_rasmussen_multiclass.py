@@ -32,6 +32,7 @@ table of the last full run.
 import argparse
 import itertools
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -140,6 +141,23 @@ def ml2_study(args, name):
     return rows
 
 
+_GRID_LINE = re.compile(r"^(\S+)\s+(.+?)\s+log sf2\s+(\S+) l\s+(\S+)\s+log q\s+(\S+) \(se (\S+)\)\s+err (\S+)\s+"
+                        r"info (\S+)\s+nlp (\S+)\s+(\S+)$")
+
+
+def grid_rows_from_log(text):
+    """The grid's rows from the lines :func:`grid_study` printed (4 digits of log q, 3 of the test numbers)."""
+    rows = []
+    for line in text.splitlines():
+        match = _GRID_LINE.match(line.strip())
+        if match:
+            name, method, lv, ell, log_q, se, err, info, nlp, status = match.groups()
+            rows.append(dict(dataset=name, method=method.strip(), log_variance=float(lv), lengthscale=float(ell),
+                             log_q=float(log_q), log_q_se=float(se), status=status, error=float(err),
+                             info_bits=float(info), nlp=float(nlp)))
+    return rows
+
+
 def summary(results):
     """Markdown tables: per data set and method, log q minus the AIS log Z of its likelihood over the grid (mean
     and range, and the AIS standard error's mean), and the test numbers' mean over the grid beside AIS's; then
@@ -183,7 +201,15 @@ def main():
     parser.add_argument("--skip-ml2", action="store_true", help="the grid only, no ML-II fits")
     parser.add_argument("--out", default="kuss_rasmussen_multiclass")
     parser.add_argument("--table", action="store_true", help="print the summary tables of the saved results only")
+    parser.add_argument("--from-log", metavar="LOG",
+                        help="write the JSON (--out) from the grid lines a run printed (a run stopped before its JSON)")
     args = parser.parse_args()
+    if args.from_log:
+        rows = grid_rows_from_log(Path(args.from_log).read_text())
+        write_results(args.out, dict(machine_header("Kuss & Rasmussen, multi-class (from a log)", args),
+                                     source_log=args.from_log), dict(grid=rows, ml2=[]))
+        print(summary(dict(grid=rows, ml2=[])))
+        return
     if args.table:
         record = json.loads((RESULTS / f"{args.out}.json").read_text())
         print(summary(record["results"]))
