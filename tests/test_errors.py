@@ -88,6 +88,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_compilation_cache_is_reused_by_a_new_process(tmp_path):
     """The user's path: enable the cache, run, and a second process loads the program instead of compiling it."""
     run = lambda: subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True, text=True,

@@ -132,8 +132,8 @@ def test_bad_masks_raise():
         gpc.infer(gpc.Laplace(), KERNEL, LOGISTIC, X, Y, mask=np.ones(39, bool))
     with pytest.raises(ValueError, match="mask: supported"):
         gpc.infer(gpc.JaakkolaJordan(), KERNEL, LOGISTIC, X, Y, mask=np.ones(40, bool))
-    with pytest.raises(ValueError, match="mask: supported"):
-        gpc.infer(gpc.Laplace(), KERNEL, gpc.likelihoods.Softmax(3), X, np.zeros(40, int), mask=np.ones(40, bool))
+    with pytest.raises(ValueError, match="mask: supported"):  # (Softmax takes a mask: test_softmax_weights.py)
+        gpc.infer(gpc.EP(), KERNEL, gpc.likelihoods.MultinomialProbit(3), X, np.zeros(40, int), mask=np.ones(40, bool))
     # A run-time check of the mask, before the prior is used: the sparse padded problem's program (compiled above).
     with pytest.raises(gpc.GPClassError, match="every case is left out"):
         gpc.infer(gpc.Laplace(), SPARSE, LOGISTIC, XP, YP, mask=np.zeros(46, bool))

@@ -103,6 +103,7 @@ def test_start_cutpoints_match_the_class_frequencies(ordered):
         assert float(clf.likelihood_.noise) == 1.0 and clf.fit_status_ == gpc.Status.CONVERGED
 
 
+@pytest.mark.slow
 def test_ordinal_logit_start_and_two_classes_are_the_logistic(ordered):
     """likelihood="ordinal_logit" is Ordinal(K, link="logit"): its start cutpoints put the training cases'
     cumulative class frequencies at sigma(b_k / sqrt(1 + pi k(x, x) / 8)) (scipy's expit), and K = 2 with balanced

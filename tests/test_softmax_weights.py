@@ -72,6 +72,7 @@ def test_weighted_laplace_against_numpy(soft):
     np.testing.assert_allclose(float(post.log_marginal), log_q, rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_whole_numbers_are_repeated_rows_and_zero_is_left_out():
     """Dense prior: weights (2, 1, 1, 3, 0, 1) give the log q and the test predictions (latent means and
     covariances) of the data with those rows repeated and the 0 left out (1e-10); ``mask`` is weight 0 or 1.
@@ -158,6 +159,7 @@ def test_log_prob_is_weighted_and_refusals():
         jax.block_until_ready(fast_infer(gpc.Laplace(), KERNEL, LIK, X, Y, weights=-W))
 
 
+@pytest.mark.slow
 def test_estimator_softmax_weights():
     """The estimator's softmax with fractional sample weights and with class_weight='balanced' is gpc.infer's
     weighted model (log q 1e-8; optimize=False)."""

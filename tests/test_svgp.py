@@ -204,6 +204,7 @@ def test_training_moments_and_their_gradients_are_the_whitened_formulas():
             np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7 * float(np.max(np.abs(b))))
 
 
+@pytest.mark.slow
 def test_the_compiled_loop_is_the_loop_over_devices():
     """``fit_svgp``'s training loop compiled on the device (chunks of steps in ``lax.scan``, minibatches gathered on
     the device) and the Python loop of ``devices=`` (one device here) take the same minibatches and steps: the
