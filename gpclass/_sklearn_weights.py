@@ -26,7 +26,7 @@ def _whole_numbers(weight):
     return bool(np.all(np.abs(weight - np.rint(weight)) <= 1e-8 * np.maximum(1.0, np.rint(weight))))
 
 
-def _repeat_rows(weight, method, softmax, ordinal):
+def _repeat_rows(weight, method, ordinal):
     """The rows of the data repeated by whole-number weights (``weight`` > 0); anything else is an error."""
     if not _whole_numbers(weight):
         model = "the ordinal model" if ordinal else f"method={type(method).__name__}"

@@ -368,7 +368,7 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         softmax = self._softmax(num_classes, method, likelihood, ordinal)
         if weight is not None and (ordinal or not method.supports_mask
                                    or isinstance(method, EP) and _whole_numbers(weight)):
-            rows = _repeat_rows(weight, method, softmax, ordinal)
+            rows = _repeat_rows(weight, method, ordinal)
             X, y, y_index, weight = X[rows], y[rows], y_index[rows], None
         X = X.astype(dtype)
         weight = None if weight is None else weight.astype(dtype)
