@@ -102,6 +102,8 @@ def grid_study(args, name):
     grid = list(itertools.product(args.log_variances, np.log(np.sqrt(d) * np.asarray(args.length_factors))))
     rows = []
     for method_name, (method, likelihood, _) in methods(args, num_classes).items():
+        if args.methods and method_name not in args.methods:
+            continue
         program = make_program(method, likelihood)
         start = time.perf_counter()
         for i, theta in enumerate(grid):
@@ -124,7 +126,7 @@ def ml2_study(args, name):
     start_theta = (float(np.median(args.log_variances)), float(np.log(np.sqrt(d) * np.median(args.length_factors))))
     rows = []
     for method_name, (method, likelihood, sampled) in methods(args, num_classes).items():
-        if sampled:
+        if sampled or (args.methods and method_name not in args.methods):
             continue
         start = time.perf_counter()
         result = gpc.fit(method, kernel_at(*start_theta), likelihood, X, y, max_steps=args.max_steps, throw=False)
@@ -199,6 +201,8 @@ def main():
     parser.add_argument("--ais-runs", type=int, default=64)
     parser.add_argument("--max-steps", type=int, default=100)
     parser.add_argument("--skip-ml2", action="store_true", help="the grid only, no ML-II fits")
+    parser.add_argument("--methods", type=lambda text: text.split(","), default=None,
+                        help="comma-separated method names to run (default: all), e.g. 'laplace,kl,ais softmax'")
     parser.add_argument("--out", default="kuss_rasmussen_multiclass")
     parser.add_argument("--table", action="store_true", help="print the summary tables of the saved results only")
     parser.add_argument("--from-log", metavar="LOG",
