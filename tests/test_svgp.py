@@ -185,7 +185,8 @@ def test_training_moments_and_their_gradients_are_the_whitened_formulas():
     """The ELBO's float64 marginals from P = L^-T (S S^T - I) L^-1 and c = L^-T mu (``_svgp_moments``, hand-written
     reverse modes) against the whitened formulas from A = L^-1 K_zx (autodiff through a triangular solve), on hard
     inputs: two inducing inputs 1e-3 apart (K_zz near singular, held by the jitter) and a length scale 20 times the
-    inputs' spread.  Values to 1e-9 of the prior variance, gradients in every parameter to 1e-7 relative."""
+    inputs' spread.  Values to 1e-9 of the prior variance, gradients in every parameter to 1e-7 relative; the
+    gradients of a softmax model's (three classes) too."""
     X, _ = toy_data(n=30, seed=8)
     model = random_model(X, 6, seed=4)
     model = eqx.tree_at(lambda m: m.inducing, model, model.inducing.at[1].set(model.inducing[0] + 1e-3))
@@ -202,6 +203,20 @@ def test_training_moments_and_their_gradients_are_the_whitened_formulas():
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * float(model.kernel.variance))
         for a, b in zip(jax.tree.leaves(g_fast), jax.tree.leaves(g_slow)):
             np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7 * float(np.max(np.abs(b))))
+    # The softmax's C classes share one factorisation (P and c per class): the same comparison.
+    rng = np.random.default_rng(0)
+    classes = gpc.SVGP(model.kernel, gpc.likelihoods.Softmax(3), model.inducing, rng.normal(size=(6, 3)),
+                       np.tril(0.3 * rng.normal(size=(3, 6, 6))) + 0.8 * np.eye(6), estimator="jensen")
+
+    def scalar_classes(m, which):
+        mean, var = m._training_moments(X) if which else m._marginals(m._projection(X), X)
+        return jnp.sum(jnp.sin(mean)) + jnp.sum(jnp.cos(var))
+
+    g_fast = gpc.filter_jit(jax.grad(lambda m: scalar_classes(m, True)))(classes)
+    g_slow = gpc.filter_jit(jax.grad(lambda m: scalar_classes(m, False)))(classes)
+    for a, b in zip(jax.tree.leaves(eqx.filter(g_fast, eqx.is_inexact_array)),
+                    jax.tree.leaves(eqx.filter(g_slow, eqx.is_inexact_array))):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7 * float(np.max(np.abs(b))))
 
 
 @pytest.mark.slow
