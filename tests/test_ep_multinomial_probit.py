@@ -92,6 +92,7 @@ def quad_log_prob(a):
     return np.log(integrate.quad(g, -40, 40, points=[-np.min(a) / 2], epsabs=0, epsrel=1e-13, limit=200)[0])
 
 
+@pytest.mark.slow
 def test_log_prob_against_quadrature():
     """log p(y|f) by the mode-centred Gauss-Hermite rule against scipy's adaptive quadrature: relative
     error <= 2e-15 measured (log p from -0.08 to -307); the C probabilities sum to one within 1e-15; C = 2 is
@@ -320,6 +321,7 @@ def test_prediction_gradient_against_central_differences():
             np.testing.assert_allclose(float(grad.ravel()[i]), fd, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_vmap_and_jit():
     """EP under vmap over two data sets (the dozen cases, and the same cases in another order): log Z_EP equal to
     the unbatched compiled solution's to 1e-9 (the fixed point does not depend on the order), the two

@@ -150,6 +150,7 @@ def test_prior_samples_have_the_kernels_covariance():
         plot.prior_samples(gpc.kernels.Matern32(), np.zeros((3, 2)))
 
 
+@pytest.mark.slow
 def test_decision_contours_under_several_kernels():
     X, y = two_blobs(2, 8, seed=4)
     kernels = {"SE": gpc.kernels.SquaredExponential(jnp.asarray(4.0), jnp.asarray(1.5)),

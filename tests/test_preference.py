@@ -379,6 +379,7 @@ def test_float32():
                                    p64.preference(XA, XB), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_errors():
     """Clear errors at the boundary: an index out of range (eagerly, and inside jit), an item compared with
     itself, float or misshapen comparisons, and every combination that is not supported."""

@@ -90,6 +90,7 @@ def test_svgp_reports_its_elbo_record(capsys):
     assert capsys.readouterr() == ("", "")
 
 
+@pytest.mark.slow
 def test_samplers_report_per_run():
     seen = []
     progress = Progress(seen.append, every=5)

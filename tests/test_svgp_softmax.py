@@ -234,6 +234,7 @@ def test_training_on_vehicle_raises_the_elbo_and_predicts_well():
     assert np.mean(np.argmax(p, axis=1) != y_test) < 0.4
 
 
+@pytest.mark.slow
 def test_devices_give_the_same_history():
     """``devices=`` (one device here: the mesh placement, the replicated sample key, the natural step's
     samples on the split batch) trains exactly as without it."""
