@@ -34,9 +34,7 @@ import json
 import math
 import os
 import time
-from statistics import NormalDist
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,6 +42,7 @@ import numpy as np
 import gpclass as gpc
 
 from ._csv_table import MISSING, DataError, class_codes, ordinal_codes, read_csv, split_names
+from ._ordinal_start import link_quantiles, noise_held, prior_scale
 
 METHODS = {"laplace": gpc.Laplace, "ep": gpc.EP, "kl": gpc.KL, "jj": gpc.JaakkolaJordan}
 # --kernel: the covariance function's class and its name in the report.
@@ -217,18 +216,12 @@ def _finite_or_none(value):
 
 
 def ordinal_start(y_train, num_classes, dtype, link="probit"):
-    """Ordinal(K, link=link) to start ML-II from: noise 1 and the cutpoints where the prior predictive (kernel
-    variance 1, noise 1) puts the training cases' cumulative class frequencies: sqrt(2) Phi^-1(c) for the probit
-    (exact), sqrt(1 + pi / 8) logit(c) for the logit (MacKay's approximation of the averaged sigmoid); the
+    """Ordinal(K, link=link) to start ML-II from (``gpclass._ordinal_start``'s module docstring, kernel variance 1); the
     frequencies clipped to [0.5/n, 1 - 0.5/n] and the cutpoints made increasing by at least 0.01 where a class has
     no training case."""
     n = len(y_train)
     cumulative = np.cumsum(np.bincount(np.asarray(y_train, np.int64), minlength=num_classes))[:-1] / n
-    cumulative = np.clip(cumulative, 0.5 / n, 1.0 - 0.5 / n)
-    if link == "logit":
-        cuts = list(math.sqrt(1.0 + math.pi / 8.0) * (np.log(cumulative) - np.log1p(-cumulative)))
-    else:
-        cuts = [math.sqrt(2.0) * NormalDist().inv_cdf(c) for c in cumulative]
+    cuts = list(prior_scale(1.0, link) * link_quantiles(np.clip(cumulative, 0.5 / n, 1.0 - 0.5 / n), link))
     for j in range(1, len(cuts)):
         cuts[j] = max(cuts[j], cuts[j - 1] + 0.01)
     return gpc.likelihoods.Ordinal(num_classes, jnp.asarray(cuts, dtype), noise=jnp.asarray(1.0, dtype), link=link)
@@ -349,7 +342,7 @@ def _fit_and_test(args, method, kernel, likelihood, X, codes, train, test, fold,
     y_train, y_test = codes[train], codes[test]
     ordinal = isinstance(likelihood, gpc.likelihoods.Ordinal)
     # Ordinal: the cutpoints fitted with the kernel, the noise held at 1 (see the module notes).
-    options = {"trainable": (True, _ordinal_trainable(likelihood))} if ordinal else {}
+    options = {"trainable": (True, noise_held(likelihood))} if ordinal else {}
     start = time.perf_counter()
     result = jax.block_until_ready(gpc.fit(method, kernel, likelihood, X_train, y_train, throw=False,
                                            progress=None if args.progress is False else True, **options))
@@ -380,11 +373,6 @@ def _fit_and_test(args, method, kernel, likelihood, X, codes, train, test, fold,
         "wall_time_s": {"fit": fit_time, "predict": predict_time},
     }
     return record, p
-
-
-def _ordinal_trainable(likelihood):
-    """``gpc.fit``'s ``trainable`` for the Ordinal likelihood: the cutpoints fitted, the noise held."""
-    return eqx.tree_at(lambda lik: lik.noise, jax.tree.map(lambda _: True, likelihood), False)
 
 
 def _ordinal_metrics(y, p) -> dict:

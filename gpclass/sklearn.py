@@ -121,7 +121,6 @@ ask for 10^7 cases.
 
 import itertools
 import warnings
-from statistics import NormalDist
 
 import equinox as eqx
 import jax
@@ -148,6 +147,7 @@ from ._compile import filter_jit
 from ._exceptions import GPClassError
 from ._fit import fit as _fit
 from ._inference import EP, KL, JaakkolaJordan, Laplace, infer
+from ._ordinal_start import link_quantiles, noise_held, prior_scale
 from ._predict import predict_latent as _predict_latent
 from ._sklearn_kernels import Translation, is_sklearn_kernel, translate
 from ._sklearn_one_vs_one import _one_vs_one_votes, _pairwise_coupling
@@ -515,10 +515,10 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
         vmapped call (``_fit_from_starts``) or, on a CPU, one after another; the best converged fit is kept
         (``_best_start``)."""
         options = {}
-        # The likelihood's parameters: Ordinal's cutpoints are fitted, its noise held (see _ordinal_trainable); the
-        # other likelihoods have none.
+        # The likelihood's parameters: Ordinal's cutpoints are fitted, its noise held (``noise_held``); the other
+        # likelihoods have none.
         fitted_likelihood = isinstance(likelihood, Ordinal)
-        likelihood_spec = _ordinal_trainable(likelihood) if fitted_likelihood else False
+        likelihood_spec = noise_held(likelihood) if fitted_likelihood else False
         if isinstance(kernel, Translation):
             options = dict(trainable=(kernel.trainable, likelihood_spec),
                            bounds=((kernel.lower, 1e-8), (kernel.upper, 1e8)))
@@ -774,37 +774,22 @@ def _binary(positive, dtype):
 
 
 def _start_cutpoints(y_index, num_classes, link="probit"):
-    """The cutpoints' start in units of the prior predictive's scale: the link's quantiles (Phi^-1 or logit) of the
-    training cases' cumulative class frequencies c_k = #{rank < k} / n, strictly increasing and finite because
-    every class of ``classes_`` has a case (c_k in [1/n, 1 - 1/n], steps of at least 1/n)."""
+    """The cutpoints' start in units of the prior predictive's scale: the link's quantiles of the training cases'
+    cumulative class frequencies c_k = #{rank < k} / n, strictly increasing and finite because every class of
+    ``classes_`` has a case (c_k in [1/n, 1 - 1/n], steps of at least 1/n)."""
     counts = np.bincount(y_index, minlength=num_classes)
-    cumulative = np.cumsum(counts)[:-1] / counts.sum()
-    if link == "logit":
-        return np.log(cumulative) - np.log1p(-cumulative)
-    return np.array([NormalDist().inv_cdf(c) for c in cumulative])
+    return link_quantiles(np.cumsum(counts)[:-1] / counts.sum(), link)
 
 
 def _ordinal_start(kernel, X, standard_cutpoints, dtype, link="probit"):
-    """``Ordinal(K, link=link)`` to start ML-II from: noise sigma = 1 (held there: see ``_ordinal_trainable``) and
-    the cutpoints where the prior predictive gives the classes their frequencies, v the mean prior variance
-    k(x, x) of the training inputs (1 for the default kernel): for the probit P(y <= k) = Phi(b_k / sqrt(1 + v))
-    exactly, for the logit sigma(b_k / sqrt(1 + pi v / 8)) (MacKay's approximation of the averaged sigmoid).
-    ``kernel`` is a gpclass kernel or a ``Translation``."""
+    """``Ordinal(K, link=link)`` to start ML-II from (``gpclass._ordinal_start``'s module docstring), v the mean prior
+    variance k(x, x) of the training inputs (1 for the default kernel).  ``kernel`` is a gpclass kernel or a
+    ``Translation``."""
     kernel = kernel.kernel if isinstance(kernel, Translation) else kernel
     variance = float(np.mean(np.asarray(kernel.diag(jnp.asarray(X)), np.float64)))
     variance = variance if np.isfinite(variance) and variance >= 0 else 1.0
-    scale = np.sqrt(1.0 + (np.pi / 8.0 if link == "logit" else 1.0) * variance)
-    return Ordinal(len(standard_cutpoints) + 1, np.asarray(scale * standard_cutpoints, dtype),
+    return Ordinal(len(standard_cutpoints) + 1, np.asarray(prior_scale(variance, link) * standard_cutpoints, dtype),
                    noise=np.asarray(1.0, dtype), link=link)
-
-
-def _ordinal_trainable(likelihood):
-    """``gpc.fit``'s ``trainable`` for an Ordinal likelihood: the cutpoints fitted, the noise sigma held at its
-    value.  The model is unchanged when f, the cutpoints and sigma are scaled together, so with a kernel that
-    has a signal variance one of the two must be held; holding sigma = 1 works for every kernel (nothing to
-    find inside a kernel expression), is the probit's scale (K = 2: ``Probit`` with a fitted threshold), and
-    reached the same optima as holding the variance at 1 and fitting sigma on Chu & Ghahramani's data sets."""
-    return eqx.tree_at(lambda lik: lik.noise, jax.tree.map(lambda _: True, likelihood), False)
 
 
 def _to_numpy(tree):

@@ -41,6 +41,43 @@ def assert_directional_derivatives(value_and_grad, params, *, seed=0, directions
         np.testing.assert_allclose(directional, (plus - minus) / (2 * h), rtol=rtol, atol=atol)
 
 
+def numpy_softmax_laplace(x, variance, lengthscale, Y_rows, w=None):
+    """Laplace for sum_i w_i y_i^T log softmax(f_i) in NumPy and SciPy (the oracle of the softmax's soft labels and
+    case weights; w = 1 by default), the C classes independent under the SE prior sigma_f^2 exp(-(x - x')^2 / (2 l^2))
+    on the one-dimensional inputs x: the mode in the coefficients a, f = K a, by scipy's BFGS with the gradient
+    K (w (Y - pi) - a); then log q = Psi(f^) - 1/2 log|I + K W| with the nC x nC matrices (class-major),
+    W_i = w_i (diag pi_i - pi_i pi_i^T).  Returns the mode F (n, C) and log q."""
+    from scipy import linalg, optimize, special
+
+    n, C = Y_rows.shape
+    w = np.ones(n) if w is None else np.asarray(w, np.float64)
+    d = x[:, None] - x[None, :]
+    K_big = linalg.block_diag(*([variance * np.exp(-0.5 * (d / lengthscale) ** 2)] * C))
+
+    def pieces(a):
+        f = K_big @ a
+        F = f.reshape(C, n).T
+        return f, F, F - special.logsumexp(F, axis=1, keepdims=True)
+
+    def negative_psi(a):
+        f, _, log_sm = pieces(a)
+        return -(np.sum(w[:, None] * Y_rows * log_sm) - 0.5 * a @ f)
+
+    def gradient(a):
+        _, F, _ = pieces(a)
+        return -K_big @ ((w[:, None] * (Y_rows - special.softmax(F, axis=1))).T.ravel() - a)
+
+    a = optimize.minimize(negative_psi, np.zeros(n * C), jac=gradient, method="BFGS", options={"gtol": 1e-12}).x
+    _, F, _ = pieces(a)
+    pi = special.softmax(F, axis=1)
+    W_big = np.zeros((n * C, n * C))
+    for i in range(n):
+        idx = np.arange(C) * n + i
+        W_big[np.ix_(idx, idx)] = w[i] * (np.diag(pi[i]) - np.outer(pi[i], pi[i]))
+    log_q = -negative_psi(a) - 0.5 * np.linalg.slogdet(np.eye(n * C) + K_big @ W_big)[1]
+    return F, log_q
+
+
 def standardised_subset(name, seed, n=60):
     """n standardised cases of a bundled real data set (a real, small problem)."""
     X, y = gpc.datasets.load(name)

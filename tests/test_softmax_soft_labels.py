@@ -8,8 +8,7 @@ nC x nC matrices), against the hard labels for one-hot rows, and the refusals.
 import jax
 import numpy as np
 import pytest
-from conftest import fast_infer
-from scipy import linalg, optimize, special
+from conftest import fast_infer, numpy_softmax_laplace
 
 import gpclass as gpc
 
@@ -20,47 +19,11 @@ KERNEL = gpc.kernels.SquaredExponential(2.0, 0.9)
 LIK = gpc.likelihoods.Softmax(3)
 
 
-def numpy_laplace(Y):
-    """Laplace for the soft-label softmax in NumPy: the mode of Psi = sum_ic y_ic log softmax(f_i)_c - f^T K^-1 f / 2
-    (classes independent under the prior) in the coefficients a, f = K a (K is singular: a repeated input), by
-    scipy's BFGS with the gradient K (Y - pi - a); then log q = Psi(f^) - 1/2 log|I + K W| with K and W the
-    nC x nC matrices (class-major), W_i = diag(pi_i) - pi_i pi_i^T."""
-    n, C = Y.shape
-    d = X[:, None, 0] - X[None, :, 0]
-    K = 2.0 * np.exp(-0.5 * (d / 0.9) ** 2)
-    K_big = linalg.block_diag(*([K] * C))
-    y = Y.T.ravel()  # class-major: y[c * n + i] = y_ic
-
-    def pieces(a):
-        f = K_big @ a
-        F = f.reshape(C, n).T
-        log_sm = F - special.logsumexp(F, axis=1, keepdims=True)
-        return f, F, log_sm
-
-    def negative_psi(a):
-        f, _, log_sm = pieces(a)
-        return -(np.sum(Y * log_sm) - 0.5 * a @ f)
-
-    def gradient(a):
-        _, F, _ = pieces(a)
-        return -K_big @ (y - special.softmax(F, axis=1).T.ravel() - a)
-
-    a = optimize.minimize(negative_psi, np.zeros(n * C), jac=gradient, method="BFGS", options={"gtol": 1e-12}).x
-    f, F, _ = pieces(a)
-    pi = special.softmax(F, axis=1)
-    W = np.zeros((n * C, n * C))
-    for i in range(n):
-        idx = np.arange(C) * n + i
-        W[np.ix_(idx, idx)] = np.diag(pi[i]) - np.outer(pi[i], pi[i])
-    log_q = -negative_psi(a) - 0.5 * np.linalg.slogdet(np.eye(n * C) + K_big @ W)[1]
-    return F, log_q
-
-
 def test_soft_labels_laplace_against_numpy_and_one_hot_rows_are_hard_labels():
     """The mode (1e-6) and log q (1e-8) of Laplace with soft labels against the dense NumPy evaluation; one-hot
     rows give the hard labels' log q and mode to rounding (1e-12)."""
     post = fast_infer(gpc.Laplace(), KERNEL, LIK, X, Y_SOFT)
-    F, log_q = numpy_laplace(Y_SOFT)
+    F, log_q = numpy_softmax_laplace(X[:, 0], 2.0, 0.9, Y_SOFT)
     np.testing.assert_allclose(np.asarray(post.mean), F, atol=1e-6)
     np.testing.assert_allclose(float(post.log_marginal), log_q, rtol=1e-8)
     hard = np.array([0, 1, 2, 1, 2, 0])

@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import assert_directional_derivatives, fast_filter_jit, fast_infer
-from scipy import linalg, optimize, special
+from conftest import assert_directional_derivatives, fast_filter_jit, fast_infer, numpy_softmax_laplace
+from scipy import special
 
 import gpclass as gpc
 from gpclass._inference.kl_classes import rule_points
@@ -24,40 +24,6 @@ LIK = gpc.likelihoods.Softmax(3)
 X_TEST = np.array([[-0.5], [0.7], [1.5], [3.0]])
 
 
-def numpy_weighted_laplace(Y_rows, w):
-    """Laplace for sum_i w_i y_i^T log softmax(f_i) in NumPy (classes independent under the prior): the mode in the
-    coefficients a, f = K a, by scipy's BFGS with the gradient K (w (Y - pi) - a); then
-    log q = Psi(f^) - 1/2 log|I + K W| with the nC x nC matrices (class-major), W_i = w_i (diag pi_i - pi_i pi_i^T).
-    Returns the mode F (n, C), log q and the nC x nC posterior covariance (K^-1 + W)^-1."""
-    n, C = Y_rows.shape
-    d = X[:, None, 0] - X[None, :, 0]
-    K = 2.0 * np.exp(-0.5 * (d / 0.9) ** 2)
-    K_big = linalg.block_diag(*([K] * C))
-
-    def pieces(a):
-        f = K_big @ a
-        F = f.reshape(C, n).T
-        return f, F, F - special.logsumexp(F, axis=1, keepdims=True)
-
-    def negative_psi(a):
-        f, _, log_sm = pieces(a)
-        return -(np.sum(w[:, None] * Y_rows * log_sm) - 0.5 * a @ f)
-
-    def gradient(a):
-        _, F, _ = pieces(a)
-        return -K_big @ ((w[:, None] * (Y_rows - special.softmax(F, axis=1))).T.ravel() - a)
-
-    a = optimize.minimize(negative_psi, np.zeros(n * C), jac=gradient, method="BFGS", options={"gtol": 1e-12}).x
-    f, F, _ = pieces(a)
-    pi = special.softmax(F, axis=1)
-    W_big = np.zeros((n * C, n * C))
-    for i in range(n):
-        idx = np.arange(C) * n + i
-        W_big[np.ix_(idx, idx)] = w[i] * (np.diag(pi[i]) - np.outer(pi[i], pi[i]))
-    log_q = -negative_psi(a) - 0.5 * np.linalg.slogdet(np.eye(n * C) + K_big @ W_big)[1]
-    return F, log_q
-
-
 @pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
 def test_weighted_laplace_against_numpy(soft):
     """Fractional, whole and zero weights, a repeated input: the mode (1e-6) and log q (1e-8) against NumPy; hard
@@ -66,7 +32,7 @@ def test_weighted_laplace_against_numpy(soft):
     if soft:
         Y_rows = 0.7 * Y_rows + 0.1
     post = fast_infer(gpc.Laplace(), KERNEL, LIK, X, Y_rows if soft else Y, weights=W)
-    F, log_q = numpy_weighted_laplace(Y_rows, W)
+    F, log_q = numpy_softmax_laplace(X[:, 0], 2.0, 0.9, Y_rows, W)
     assert int(post.info.status) == gpc.Status.CONVERGED
     np.testing.assert_allclose(np.asarray(post.mean), F, atol=1e-6)
     np.testing.assert_allclose(float(post.log_marginal), log_q, rtol=1e-8)
