@@ -88,6 +88,7 @@ def workloads(gpc, X, y) -> dict:
         "FITC EP n=2e4": value_and_grad(gpc.EP(), probit, X_big, y_big, sparse=100),
         "parallel EP n=600": value_and_grad(gpc.EP(schedule="parallel"), probit, X[:600], y[:600]),
         "FITC KL n=5000": value_and_grad(gpc.KL(), logistic, X_big[:5000], y_big[:5000], sparse=100),
+        "VFE KL n=2e4": value_and_grad(gpc.KL(), logistic, X_big, y_big, sparse=100, approximation="vfe"),
         "VFE JJ n=5000": value_and_grad(gpc.JaakkolaJordan(), logistic, X_big[:5000], y_big[:5000], sparse=100,
                                         approximation="vfe"),
         "EP prediction n=300": value_and_grad(gpc.EP(), probit, X[:300], y[:300], predict=True),

@@ -56,7 +56,7 @@ from .._status import Status
 from .._types import Array
 from .._validation import require_setting
 from ._base import AbstractInference
-from ._expectations import expected_log_lik_derivatives
+from ._expectations import expected_log_lik, expected_log_lik_derivatives
 from ._implicit import implicit_fixed_point
 from ._kl_solver import AbstractKLSolver
 from ._linear_solve import LinearMap, identity_minus
@@ -175,7 +175,7 @@ def _expected_log_lik(likelihood, y, mu, v):
     quadrature's derivative in v (through sqrt v) would be infinite there."""
     known = v <= 0.0
     return jnp.where(known, likelihood.log_prob(y, mu),
-                     likelihood.expected_log_prob(y, mu, jnp.where(known, 1.0, v)))
+                     expected_log_lik(likelihood, y, mu, jnp.where(known, 1.0, v)))
 
 
 def _fixed_point_map(op, likelihood, y, tau, nu, cov: AbstractSitesCovariance):

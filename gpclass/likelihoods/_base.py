@@ -10,10 +10,8 @@ import numpy as np
 from .._exceptions import GPClassError
 from .._types import Array, Bool, Float
 from .._validation import Checks, binary_one_class, check_binary_labels
+from . import _gaussian_average
 
-# Gauss-Legendre panels for expected log-likelihoods (see AbstractLikelihood.expected_log_prob).
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(64)
-_Z_RANGE = 10.0  # standard deviations covered; the Gaussian mass beyond is 1.5e-23
 _F_TRANSITION = 10.0  # |f| below which a sigmoid-type log-likelihood bends
 
 
@@ -120,26 +118,27 @@ class AbstractLikelihood(eqx.Module):
         By default 64-node Gauss-Legendre panels in z = (f - mean) / std
         over [-10, 10], split at the :meth:`transitions` (three panels for a
         sigmoid, split where f enters and leaves [-10, 10]): the log-likelihood
-        bends only there, so each panel integrates a smooth
-        function whatever the variance (Gauss-Hermite alone loses digits when
-        std >> 1: 1e-3 relative at std 12 with label noise).  Measured against
-        adaptive quadrature: relative error below 1e-9 for probit with and
-        without label noise, means in [-40, 3] and variances in [1e-12, 1e4].
-        Subclasses with a closed form override it.
+        bends only there, so each panel integrates a smooth function whatever
+        the variance; relative error below 1e-9 for probit with and without
+        label noise, means in [-40, 3] and variances in [1e-12, 1e4]
+        (``likelihoods._gaussian_average``).  Subclasses with a closed form
+        override it.
         """
-        nodes = jnp.asarray(_GL_NODES, mean.dtype)
-        weights = jnp.asarray(_GL_WEIGHTS, mean.dtype)
-        std = jnp.sqrt(var)
-        safe_std = jnp.where(std > 0, std, 1.0)
-        splits = jnp.clip((self.transitions(y).astype(mean.dtype) - mean[:, None]) / safe_std[:, None],
-                          -_Z_RANGE, _Z_RANGE)
-        edge = jnp.full_like(mean, _Z_RANGE)[:, None]
-        lo, hi = jnp.concatenate([-edge, splits], axis=-1), jnp.concatenate([splits, edge], axis=-1)  # (n, P + 1)
-        half = 0.5 * (hi - lo)
-        z = half[..., None] * nodes + (0.5 * (hi + lo))[..., None]  # (n, 3, nodes)
-        density = jnp.exp(-0.5 * z**2) / jnp.sqrt(2.0 * jnp.pi)
-        log_p = self.log_prob(y[:, None, None], mean[:, None, None] + std[:, None, None] * z)
-        return jnp.sum(half * jnp.sum(weights * density * log_p, axis=-1), axis=-1)
+        return _gaussian_average.expected_log_prob(self, y, mean, var)
+
+    def expected_log_prob_derivatives(self, y, mean, var):
+        """(dE/dm, dE/dv, d2E/dm2, d2E/dm dv, d2E/dv2) per case of E = :meth:`expected_log_prob`, as Gaussian KL's
+        Newton steps take them.
+
+        Where E is the quadrature rule, the rule's averages of the derivatives
+        of :meth:`log_prob` (Bonnet's and Price's theorems): one pass over its
+        nodes, without the cancellation that differentiating through
+        sqrt(var) brings at small variances.  Where a subclass computes E its
+        own way, automatic differentiation of it.
+        """
+        if type(self).expected_log_prob is AbstractLikelihood.expected_log_prob:
+            return _gaussian_average.averaged_derivatives(self, y, mean, var)
+        return _gaussian_average.differentiated(self.expected_log_prob, y, mean, var)
 
     @property
     def integrator(self):

@@ -50,5 +50,10 @@ class Masked(AbstractLikelihood):
         kept = self._kept(y)
         return jnp.where(kept, self.base.expected_log_prob(jnp.where(kept, y, 1.0), mean, var), 0.0)
 
+    def expected_log_prob_derivatives(self, y, mean, var):
+        kept = self._kept(y)
+        derivatives = self.base.expected_log_prob_derivatives(jnp.where(kept, y, 1.0), mean, var)
+        return tuple(jnp.where(kept, d, 0.0) for d in derivatives)
+
     def predictive_probability(self, mean, var):
         return self.base.predictive_probability(mean, var)

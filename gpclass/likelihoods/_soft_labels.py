@@ -102,6 +102,13 @@ class SoftLabels(AbstractLikelihood):
         return (jnp.where(a > 0, a * self.base.expected_log_prob(plus, mean, var), 0.0)
                 + jnp.where(b > 0, b * self.base.expected_log_prob(minus, mean, var), 0.0))
 
+    def expected_log_prob_derivatives(self, y, mean, var):
+        a, b, plus, minus = self._terms(y)
+        pairs = zip(self.base.expected_log_prob_derivatives(plus, mean, var),
+                    self.base.expected_log_prob_derivatives(minus, mean, var))
+        return tuple(jnp.where(a > 0, a * d_plus, 0.0) + jnp.where(b > 0, b * d_minus, 0.0)
+                     for d_plus, d_minus in pairs)
+
     def predictive_probability(self, mean, var):
         return self.base.predictive_probability(mean, var)
 

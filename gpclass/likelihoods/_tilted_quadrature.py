@@ -6,7 +6,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import logsumexp
 
-from ._base import _Z_RANGE
+from ._gaussian_average import Z_RANGE as _Z_RANGE
 
 # Gauss-Legendre nodes per panel for tilted moments by quadrature (:func:`tilted_by_quadrature`).
 _TILTED_NODES, _TILTED_WEIGHTS = np.polynomial.legendre.leggauss(64)

@@ -81,6 +81,10 @@ class Weighted(AbstractLikelihood):
         label, w = self._split(y)
         return jnp.where(w > 0, w * self.base.expected_log_prob(label, mean, var), 0.0)
 
+    def expected_log_prob_derivatives(self, y, mean, var):
+        label, w = self._split(y)
+        return tuple(jnp.where(w > 0, w * d, 0.0) for d in self.base.expected_log_prob_derivatives(label, mean, var))
+
     def predictive_probability(self, mean, var):
         return self.base.predictive_probability(mean, var)
 
