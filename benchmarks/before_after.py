@@ -23,6 +23,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
 from harness import compile_and_time, machine_header, print_times, timed, write_results
+from svgp import twonorm
 
 import gpclass
 
@@ -47,6 +48,7 @@ def workloads(gpc, X, y) -> dict:
     X_big = rng.normal(size=(20000, 5))
     y_big = np.sign(X_big[:, 0] + 0.5 * rng.normal(size=20000))
     classes = np.arange(len(y)) % 3
+    X_two, y_two = twonorm(20000, np.random.default_rng(0))  # issue 37's VFE-KL data (svgp_vs_gpflow.py's)
 
     def value_and_grad(method, likelihood, X, y, sparse=None, approximation="fitc", predict=False):
         def log_q(p):
@@ -89,6 +91,7 @@ def workloads(gpc, X, y) -> dict:
         "parallel EP n=600": value_and_grad(gpc.EP(schedule="parallel"), probit, X[:600], y[:600]),
         "FITC KL n=5000": value_and_grad(gpc.KL(), logistic, X_big[:5000], y_big[:5000], sparse=100),
         "VFE KL n=2e4": value_and_grad(gpc.KL(), logistic, X_big, y_big, sparse=100, approximation="vfe"),
+        "VFE KL twonorm n=2e4": value_and_grad(gpc.KL(), logistic, X_two, y_two, sparse=100, approximation="vfe"),
         "VFE JJ n=5000": value_and_grad(gpc.JaakkolaJordan(), logistic, X_big[:5000], y_big[:5000], sparse=100,
                                         approximation="vfe"),
         "EP prediction n=300": value_and_grad(gpc.EP(), probit, X[:300], y[:300], predict=True),
