@@ -4,7 +4,9 @@ Each device runs its own block of problems (``shard_map``), with no
 communication between devices, so independent fits, CV folds, restarts or
 grid points use every device of the machine; within a block, chunks of
 ``batch_size`` problems are vectorised together (``vmap``) and the chunks run
-one after another (``lax.map``).
+one after another (``lax.map``).  The mesh may span several JAX processes
+(``jax.distributed``, one per host): then each process runs its devices'
+blocks and the results are gathered for every process (one all-gather).
 """
 
 import functools
@@ -12,6 +14,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, PartitionSpec
 
 from ._compile import jit
@@ -29,14 +32,15 @@ except ImportError:  # pragma: no cover - older JAX
         return _shard_map(fun, mesh=mesh, in_specs=spec, out_specs=spec, check_rep=False)
 
 
-def sharded_vmap(fun, *, devices=None, batch_size: int | None = None):
+def sharded_vmap(fun, *, devices=None, batch_size: int | None = None, gather: bool = True):
     """``jax.vmap(fun)`` over the leading axis of every argument, the problems split evenly across ``devices``.
 
     Args:
         fun: a function of arrays (pytrees of arrays), e.g.
             ``lambda X, y: gpc.fit(method, kernel, likelihood, X, y, throw=False)``;
             everything else it needs is closed over.
-        devices: the devices to use; ``None`` means ``jax.local_devices()``.
+        devices: the devices to use; ``None`` means ``jax.devices()``: every
+            device of every process (this process's own when it is alone).
         batch_size: how many problems one device vectorises together; its
             block runs as a loop over such chunks.  ``None`` means 1 on CPU
             and the whole block elsewhere.  A vectorised while loop (Newton,
@@ -44,6 +48,11 @@ def sharded_vmap(fun, *, devices=None, batch_size: int | None = None):
             one stops, so on a CPU one problem at a time is fastest: 256 ML-II
             fits of 60 cases took 4.7 ms per fit one at a time and 12.8 ms as
             one vmap of 256 (``benchmarks/many_fits.py``).
+        gather: when the devices span several processes, ``True`` gives every
+            process all B results as NumPy arrays (one all-gather); ``False``
+            gives the global ``jax.Array`` as computed, each process holding
+            its own devices' share (``out.addressable_shards``), with the
+            padding rows described below still at its end.
 
     Returns:
         A function of the stacked problems (every array argument with the
@@ -53,6 +62,13 @@ def sharded_vmap(fun, *, devices=None, batch_size: int | None = None):
         the chunks, and the repeats are dropped from the outputs.  Compiled at
         its first call (with gpclass's options) and reused for arguments of
         the same shapes.
+
+    Several processes (hosts): start each with ``jax.distributed.initialize(
+    coordinator_address, num_processes, process_id)`` (on CPUs also
+    ``jax.config.update("jax_cpu_collectives_implementation", "gloo")`` for
+    the gather), and call the mapped function in every process with the same
+    arguments, all B problems (each process then computes only its devices'
+    blocks).  ``tests/test_multiprocess.py`` runs two processes on one machine.
 
     Each device's block runs as its own program (``shard_map``; its
     varying-axis check is off: nothing is communicated between blocks, and
@@ -78,7 +94,7 @@ def sharded_vmap(fun, *, devices=None, batch_size: int | None = None):
     @functools.wraps(fun)
     def call(*args):
         if not setup:
-            chosen = jax.local_devices() if devices is None else list(devices)
+            chosen = jax.devices() if devices is None else list(devices)
             on_cpu = all(device.platform == "cpu" for device in chosen)
             setup["batch"] = (1 if on_cpu else None) if batch_size is None else int(batch_size)
             spec = PartitionSpec("problems")
@@ -97,6 +113,10 @@ def sharded_vmap(fun, *, devices=None, batch_size: int | None = None):
         if padded > size:
             args = jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], padded - size, axis=0)]), args)
         out = setup["program"](*args)
+        if not all(leaf.is_fully_addressable for leaf in jax.tree.leaves(out)):  # other processes hold shares
+            if not gather:
+                return out
+            out = multihost_utils.process_allgather(out, tiled=True)
         return jax.tree.map(lambda o: o[:size], out) if padded > size else out
 
     return call

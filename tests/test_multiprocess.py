@@ -1,0 +1,87 @@
+"""Two JAX processes on one machine (``jax.distributed``, gloo CPU collectives): gpc.sharded_vmap over both equals
+one process's jax.vmap, every process receives all results, and each holds its own share without the gather."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from conftest import toy_data
+
+import gpclass as gpc
+
+NUM_PROBLEMS = 7  # not a multiple of the two devices: the last problem pads the mesh
+
+
+def ragged_problems():
+    """Seven data sets of 12..18 cases stored in arrays of 20 rows, the rest masked out, and one length scale each."""
+    sets = [toy_data(n=20, seed=s) for s in range(NUM_PROBLEMS)]
+    masks = np.stack([np.arange(20) < 12 + s for s in range(NUM_PROBLEMS)])
+    thetas = np.log(np.linspace(0.5, 2.0, NUM_PROBLEMS))
+    return thetas, np.stack([X for X, _ in sets]), np.stack([y for _, y in sets]), masks
+
+
+def log_marginal_and_grad(log_lengthscale, X, y, mask):
+    def log_z(t):
+        kernel = gpc.kernels.SquaredExponential(jnp.asarray(1.5), jnp.exp(t))
+        return gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y, mask=mask).log_marginal
+
+    return jax.value_and_grad(log_z)(log_lengthscale)
+
+
+WORKER = textwrap.dedent("""
+    import json, sys
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    process_id, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process_id)
+    import numpy as np
+    sys.path.insert(0, TESTS_DIRECTORY)
+    import gpclass as gpc
+    from test_multiprocess import log_marginal_and_grad, ragged_problems
+
+    problems = ragged_problems()
+    gathered = gpc.sharded_vmap(log_marginal_and_grad)(*problems)
+    shares = gpc.sharded_vmap(log_marginal_and_grad, gather=False)(*problems)
+    own = [(shard.index[0].start or 0, np.asarray(shard.data).tolist()) for shard in shares[0].addressable_shards]
+    json.dump(dict(processes=jax.process_count(), devices=len(jax.devices()), gathered_type=type(gathered[0]).__name__,
+                   values=np.asarray(gathered[0]).tolist(), grads=np.asarray(gathered[1]).tolist(), own=own),
+              open(out, "w"))
+""")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_sharded_vmap_over_two_processes_equals_one_process_vmap(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER.replace("TESTS_DIRECTORY", repr(os.path.dirname(os.path.abspath(__file__)))))
+    port, outputs = free_port(), [tmp_path / f"out{i}.json" for i in range(2)]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device per process
+    workers = [subprocess.Popen([sys.executable, str(script), str(i), str(port), str(outputs[i])], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    logs = [w.communicate(timeout=240)[0] for w in workers]
+    for worker, log in zip(workers, logs):
+        assert worker.returncode == 0, log[-3000:]
+    values, grads = jax.device_get(gpc.jit(jax.vmap(log_marginal_and_grad))(*ragged_problems()))
+    for i, path in enumerate(outputs):
+        result = json.loads(path.read_text())
+        assert result["processes"] == 2 and result["devices"] == 2
+        assert result["gathered_type"] == "ndarray"  # every process gets all results, on the host
+        np.testing.assert_allclose(result["values"], values, rtol=1e-12)
+        np.testing.assert_allclose(result["grads"], grads, rtol=1e-10, atol=1e-12)
+        # Without the gather: this process's own block of 4 rows (the padded mesh's second block ends with a
+        # repeat of the last problem).
+        (start, own), = result["own"]
+        assert start == 4 * i
+        rows = np.minimum(np.arange(start, start + 4), NUM_PROBLEMS - 1)
+        np.testing.assert_allclose(own, values[rows], rtol=1e-12)
