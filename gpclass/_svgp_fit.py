@@ -64,7 +64,11 @@ def fit_svgp(
             runs there, compiled (chunks of up to 128 steps, each a
             ``lax.scan`` that gathers its minibatches on the device); with
             ``devices``, each step copies its minibatch from host memory
-            instead.
+            instead.  Training data larger than memory: ``X`` a NumPy
+            memory-mapped array (``np.load(path, mmap_mode="r")`` or
+            ``np.memmap``) is never loaded whole: it is checked block by block
+            and each step reads its minibatch's rows from the file (the loop
+            of ``devices``, on the default device if none are given).
         key: PRNG key for the minibatch order (a new permutation each epoch,
             from ``fold_in(key, epoch)``) and, for the softmax's Monte Carlo
             estimator, step i's samples (from ``fold_in(fold_in(key, 2**32 - 1), i)``):
@@ -100,6 +104,7 @@ def fit_svgp(
     """
     require_setting("fit_svgp", "num_steps", num_steps, low=1, low_open=False, integer=True)
     require_setting("fit_svgp", "print_every", print_every, low=1, low_open=False, integer=True, optional=True)
+    streamed = isinstance(X, np.memmap)
     X, y = _check_data(model, X, y)
     settings = (model.jitter, model.estimator, model.num_samples)
     # Step i's samples come from fold_in(sample_key, i): a stream apart from the epochs' fold_in(key, epoch).
@@ -140,13 +145,15 @@ def fit_svgp(
             print(f"svgp step {i + 1:6d}: ELBO estimate {value: .6e}", flush=True)
         return finite
 
+    if streamed and devices is None:
+        devices = jax.devices()[:1]
     loop = _steps_on_host if devices is not None else _steps_on_device
     trainable, values = loop(trainable, opt_state, X, y, key, sample_key, num_steps, batch, config, report, devices)
     status = Status.COMPLETED if len(values) == num_steps and np.isfinite(values[-1]) else Status.FAILED
     if throw and status != Status.COMPLETED:
         raise GPClassError(f"fit_svgp did not complete ({status.name}): {status.message} Pass throw=False to get "
                            "the result with its status.")
-    elbo = jnp.asarray(values, dtype=X.dtype)
+    elbo = jnp.asarray(values, dtype=model.inducing.dtype)
     return SVGPFit(_build(trainable, static, settings), elbo, jnp.asarray(status, jnp.int32))
 
 
@@ -186,7 +193,8 @@ def _steps_on_device(trainable, opt_state, X, y, key, sample_key, num_steps, bat
 
 
 def _steps_on_host(trainable, opt_state, X, y, key, sample_key, num_steps, batch, config, report, devices):
-    """The training loop in Python for ``devices``: each step copies its minibatch from host memory and splits it
+    """The training loop in Python for ``devices`` or a memory-mapped X: each step copies its minibatch from host
+    memory (or reads its rows from the file) and splits it
     over the devices along its cases (the parameters replicated), one compiled step (``_step``) per call."""
     n = X.shape[0]
     devices = list(devices)
@@ -202,7 +210,8 @@ def _steps_on_host(trainable, opt_state, X, y, key, sample_key, num_steps, batch
         if position == 0:
             order = np.asarray(_epoch_order(key, epoch, n))
         rows = order[position * batch:(position + 1) * batch]
-        new, new_state, value = _step(trainable, opt_state, place(X[rows]), place(y[rows]), sample_key,
+        X_batch = np.asarray(X[rows], dtype=trainable["inducing"].dtype)  # a memory-mapped X: read from the file
+        new, new_state, value = _step(trainable, opt_state, place(X_batch), place(y[rows]), sample_key,
                                       None if sample_key is None else np.uint32(i), *config)
         values.append(float(value))  # the ELBO estimate at the current parameters, before this step's update
         if not report(i, values[-1]):
@@ -296,24 +305,28 @@ def _check_data(model, X, y):
     """Finite (n, d) inputs matching Z's width and labels in {-1, +1} (softmax: int32 0..C-1; others: the
     likelihood's ``host_labels``), as NumPy arrays.
 
-    Checked on the host, before any data reach a device.
+    Checked on the host, before any data reach a device.  A memory-mapped X stays one (read block by block).
     """
-    X = np.asarray(X, dtype=np.asarray(model.inducing).dtype)
+    dtype = np.asarray(model.inducing).dtype
+    X = X if isinstance(X, np.memmap) else np.asarray(X, dtype=dtype)
     y = np.asarray(y)
     if not getattr(model.likelihood, "labels_per_input", True):
-        model.likelihood.host_labels(y, X.dtype)  # raises: not for SVGP
+        model.likelihood.host_labels(y, dtype)  # raises: not for SVGP
     if X.ndim != 2 or X.shape[0] == 0:
         raise GPClassError(f"X must have shape (n, d) with n >= 1; got shape {X.shape}.")
     if X.shape[1] != model.inducing.shape[1]:
         raise GPClassError(f"X has {X.shape[1]} input dimensions but the inducing inputs have "
                            f"{model.inducing.shape[1]}.")
-    if not np.all(np.isfinite(X)):
+    if not all(np.all(np.isfinite(X[start:start + _CHECK_ROWS])) for start in range(0, X.shape[0], _CHECK_ROWS)):
         raise GPClassError("X contains NaN or infinite values.")
     if y.shape != (X.shape[0],):
         raise GPClassError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}.")
     if model.num_latent > 1:
         return X, _check_class_labels(y, model.num_latent)
-    return X, model.likelihood.host_labels(y, X.dtype)
+    return X, model.likelihood.host_labels(y, dtype)
+
+
+_CHECK_ROWS = 1 << 16  # rows per block of the finite check: a memory-mapped X is never read whole at once
 
 
 def _check_class_labels(y, num_classes: int):

@@ -231,3 +231,25 @@ def test_the_compiled_loop_is_the_loop_over_devices():
     np.testing.assert_allclose(one.elbo, other.elbo, rtol=1e-12)
     np.testing.assert_allclose(one.model.q_sqrt, other.model.q_sqrt, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(one.model.inducing, other.model.inducing, rtol=1e-10, atol=1e-13)
+
+
+def test_a_memory_mapped_training_set_is_streamed_and_trains_as_the_array(tmp_path):
+    """X as a memory-mapped file (float32 on disk, a float64 model): the same steps, minibatches and model as the
+    in-memory array through the same host loop; a NaN in the file is found by the block-wise check."""
+    X, y = toy_data(n=30, seed=9)
+    path = tmp_path / "X.npy"
+    np.save(path, X.astype(np.float32))
+    mapped = np.load(path, mmap_mode="r")
+    start = random_model(X, 6, seed=5)
+    streamed = gpc.fit_svgp(start, mapped, y, key=jax.random.key(3), num_steps=7, batch_size=7)
+    in_memory = gpc.fit_svgp(start, X.astype(np.float32).astype(np.float64), y, key=jax.random.key(3), num_steps=7,
+                             batch_size=7, devices=jax.devices()[:1])
+    np.testing.assert_array_equal(streamed.elbo, in_memory.elbo)
+    np.testing.assert_array_equal(streamed.model.q_sqrt, in_memory.model.q_sqrt)
+    assert isinstance(mapped, np.memmap) and streamed.model.inducing.dtype == jnp.float64
+    broken = np.lib.format.open_memmap(tmp_path / "bad.npy", mode="w+", dtype=np.float64, shape=X.shape)
+    broken[:] = X
+    broken[17, 1] = np.nan
+    broken.flush()
+    with pytest.raises(gpc.GPClassError, match="NaN"):
+        gpc.fit_svgp(start, np.load(tmp_path / "bad.npy", mmap_mode="r"), y, key=jax.random.key(3), num_steps=2)
