@@ -193,9 +193,11 @@ def _steps_on_device(trainable, opt_state, X, y, key, sample_key, num_steps, bat
 
 
 def _steps_on_host(trainable, opt_state, X, y, key, sample_key, num_steps, batch, config, report, devices):
-    """The training loop in Python for ``devices`` or a memory-mapped X: each step copies its minibatch from host
-    memory (or reads its rows from the file) and splits it
-    over the devices along its cases (the parameters replicated), one compiled step (``_step``) per call."""
+    """The training loop in Python for ``devices`` or a memory-mapped X: each step reads its minibatch from host
+    memory (or from the file) and splits it over the devices along its cases (the parameters replicated), one
+    compiled step (``_step``) per call.  The devices may span several processes (``jax.distributed``): each
+    process then reads only its own devices' rows of each minibatch, and gets the trained parameters as arrays of
+    its own (the same in every process)."""
     n = X.shape[0]
     devices = list(devices)
     if batch % len(devices):
@@ -203,21 +205,33 @@ def _steps_on_host(trainable, opt_state, X, y, key, sample_key, num_steps, batch
     mesh = Mesh(np.asarray(devices), ("cases",))
     trainable, opt_state, sample_key = jax.device_put((trainable, opt_state, sample_key),
                                                       NamedSharding(mesh, PartitionSpec()))
-    place = lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec("cases")))  # noqa: E731
+    cases = NamedSharding(mesh, PartitionSpec("cases"))
+    dtype = trainable["inducing"].dtype
+
+    def place(source, rows, dtype):
+        """source[rows] split over the devices; each process reads only its devices' rows (a callback per shard)."""
+        return jax.make_array_from_callback((len(rows), *source.shape[1:]), cases,
+                                            lambda index: np.asarray(source[rows[index[0]]], dtype))
+
     values, batches_per_epoch = [], n // batch
     for i in range(num_steps):
         epoch, position = divmod(i, batches_per_epoch)
         if position == 0:
             order = np.asarray(_epoch_order(key, epoch, n))
         rows = order[position * batch:(position + 1) * batch]
-        X_batch = np.asarray(X[rows], dtype=trainable["inducing"].dtype)  # a memory-mapped X: read from the file
-        new, new_state, value = _step(trainable, opt_state, place(X_batch), place(y[rows]), sample_key,
+        new, new_state, value = _step(trainable, opt_state, place(X, rows, dtype), place(y, rows, y.dtype), sample_key,
                                       None if sample_key is None else np.uint32(i), *config)
         values.append(float(value))  # the ELBO estimate at the current parameters, before this step's update
         if not report(i, values[-1]):
             break
         trainable, opt_state = new, new_state
-    return trainable, values
+    return jax.tree.map(_local_copy, trainable), values
+
+
+def _local_copy(a):
+    """A replicated array over several processes' devices as this process's own copy (the array itself
+    otherwise): the trained model is used by one process at a time."""
+    return a.addressable_data(0) if isinstance(a, jax.Array) and not a.is_fully_addressable else a
 
 
 def _build(trainable, static, settings) -> SVGP:

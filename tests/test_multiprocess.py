@@ -1,5 +1,6 @@
 """Two JAX processes on one machine (``jax.distributed``, gloo CPU collectives): gpc.sharded_vmap over both equals
-one process's jax.vmap, every process receives all results, and each holds its own share without the gather."""
+one process's jax.vmap, every process receives all results, and each holds its own share without the gather;
+gpc.fit_svgp split over both processes' devices, reading a memory-mapped file, trains as one process does."""
 
 import json
 import os
@@ -34,6 +35,13 @@ def log_marginal_and_grad(log_lengthscale, X, y, mask):
     return jax.value_and_grad(log_z)(log_lengthscale)
 
 
+def svgp_problem():
+    """30 cases, 6 inducing inputs, q at the prior."""
+    X, y = toy_data(n=30, seed=9)
+    kernel = gpc.kernels.SquaredExponential(jnp.asarray(1.0), jnp.asarray(1.0))
+    return X, y, gpc.SVGP.at_prior(kernel, gpc.likelihoods.Logistic(), X[:6])
+
+
 WORKER = textwrap.dedent("""
     import json, sys
     import jax
@@ -44,14 +52,19 @@ WORKER = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, TESTS_DIRECTORY)
     import gpclass as gpc
-    from test_multiprocess import log_marginal_and_grad, ragged_problems
+    from test_multiprocess import log_marginal_and_grad, ragged_problems, svgp_problem
 
     problems = ragged_problems()
     gathered = gpc.sharded_vmap(log_marginal_and_grad)(*problems)
     shares = gpc.sharded_vmap(log_marginal_and_grad, gather=False)(*problems)
     own = [(shard.index[0].start or 0, np.asarray(shard.data).tolist()) for shard in shares[0].addressable_shards]
+    X, y, start = svgp_problem()
+    fit = gpc.fit_svgp(start, np.load(sys.argv[4], mmap_mode="r"), y, key=jax.random.key(3), num_steps=7,
+                       batch_size=8, devices=jax.devices())
     json.dump(dict(processes=jax.process_count(), devices=len(jax.devices()), gathered_type=type(gathered[0]).__name__,
-                   values=np.asarray(gathered[0]).tolist(), grads=np.asarray(gathered[1]).tolist(), own=own),
+                   values=np.asarray(gathered[0]).tolist(), grads=np.asarray(gathered[1]).tolist(), own=own,
+                   elbo=np.asarray(fit.elbo).tolist(), q_sqrt=np.asarray(fit.model.q_sqrt).tolist(),
+                   inducing=np.asarray(fit.model.inducing).tolist()),
               open(out, "w"))
 """)
 
@@ -62,17 +75,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_sharded_vmap_over_two_processes_equals_one_process_vmap(tmp_path):
+def test_two_processes_give_what_one_process_gives(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER.replace("TESTS_DIRECTORY", repr(os.path.dirname(os.path.abspath(__file__)))))
     port, outputs = free_port(), [tmp_path / f"out{i}.json" for i in range(2)]
+    X, y, start = svgp_problem()
+    np.save(tmp_path / "X.npy", X)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device per process
-    workers = [subprocess.Popen([sys.executable, str(script), str(i), str(port), str(outputs[i])], env=env,
+    workers = [subprocess.Popen([sys.executable, str(script), str(i), str(port), str(outputs[i]),
+                                 str(tmp_path / "X.npy")], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
     logs = [w.communicate(timeout=240)[0] for w in workers]
     for worker, log in zip(workers, logs):
         assert worker.returncode == 0, log[-3000:]
     values, grads = jax.device_get(gpc.jit(jax.vmap(log_marginal_and_grad))(*ragged_problems()))
+    alone = gpc.fit_svgp(start, X, y, key=jax.random.key(3), num_steps=7, batch_size=8, devices=jax.devices()[:1])
     for i, path in enumerate(outputs):
         result = json.loads(path.read_text())
         assert result["processes"] == 2 and result["devices"] == 2
@@ -85,3 +102,8 @@ def test_sharded_vmap_over_two_processes_equals_one_process_vmap(tmp_path):
         assert start == 4 * i
         rows = np.minimum(np.arange(start, start + 4), NUM_PROBLEMS - 1)
         np.testing.assert_allclose(own, values[rows], rtol=1e-12)
+        # SVGP data-parallel over the two processes (each reading its 4 rows of a minibatch of 8 from the file,
+        # the ELBO's data term summed across them) against one process with the whole minibatch.
+        np.testing.assert_allclose(result["elbo"], alone.elbo, rtol=1e-12)
+        np.testing.assert_allclose(result["q_sqrt"], alone.model.q_sqrt, rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(result["inducing"], alone.model.inducing, rtol=1e-10, atol=1e-13)
