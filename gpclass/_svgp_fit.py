@@ -2,6 +2,7 @@
 or (``devices=``) a Python loop that streams each minibatch from host memory to several devices."""
 
 from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -30,15 +31,22 @@ class SVGPFit(eqx.Module):
     all ``num_steps`` steps ran with finite ELBO estimates, ``Status.FAILED``
     when an estimate was not finite (training stops there and ``model`` holds
     the parameters at which it was computed).  Judge convergence from ``elbo``.
+
+    A checkpoint too: ``optimizer_state`` (the optimiser's state after the
+    last update) and ``next_step`` (the steps taken so far, this call's and
+    those of the fits it continued) let ``gpc.fit_svgp(fit, X, y, ...)`` go on
+    as if training had not stopped; ``gpc.save(path, fit)`` keeps all of it.
     """
 
     model: SVGP
     elbo: Float[Array, " num_steps"]
     status: Int[Array, ""]
+    optimizer_state: Any = None
+    next_step: Int[Array, ""] = eqx.field(default_factory=lambda: jnp.asarray(0, jnp.int32))
 
 
 def fit_svgp(
-    model: SVGP,
+    model: SVGP | SVGPFit,
     X,
     y,
     *,
@@ -57,7 +65,11 @@ def fit_svgp(
     """Maximise the (minibatch) ELBO of ``model`` over q(v), the inducing inputs and the log hyperparameters.
 
     Args:
-        model: the starting point, e.g. ``gpc.SVGP.at_prior(kernel, likelihood, Z)``.
+        model: the starting point, e.g. ``gpc.SVGP.at_prior(kernel, likelihood, Z)``;
+            or an earlier :class:`SVGPFit` (also one from ``gpc.load``) to
+            continue it: from its model, optimiser state and step count, so
+            that with the same data, key, batch size and optimiser, 300 steps
+            and then 200 more give what one call of 500 steps gives.
         X, y: training inputs (n, d) and labels in {-1, +1} ({0, 1} and
             booleans accepted), for ``Softmax(C)`` integers 0..C-1, as NumPy
             arrays.  They are copied to the device once and the training loop
@@ -103,6 +115,8 @@ def fit_svgp(
             :func:`gpclass.fit_em_ep`); ``False`` returns the result with its ``status``.
     """
     require_setting("fit_svgp", "num_steps", num_steps, low=1, low_open=False, integer=True)
+    checkpoint = model if isinstance(model, SVGPFit) else None
+    model = model.model if checkpoint is not None else model
     require_setting("fit_svgp", "print_every", print_every, low=1, low_open=False, integer=True, optional=True)
     streamed = isinstance(X, np.memmap)
     X, y = _check_data(model, X, y)
@@ -131,7 +145,11 @@ def fit_svgp(
     )
 
     config = (n, static, optimizer, frozen, settings, natural_gradient_step)
-    opt_state = optimizer.init(trainable)
+    opt_state = optimizer.init(trainable) if checkpoint is None else checkpoint.optimizer_state
+    if checkpoint is not None and opt_state is None:
+        raise GPClassError("fit_svgp: this SVGPFit has no optimizer_state to continue from; pass its .model to "
+                           "start a new run.")
+    first = 0 if checkpoint is None else int(checkpoint.next_step)
     progress = as_progress(progress)
     every = None if progress is None else every_for(progress, num_steps)
 
@@ -148,13 +166,16 @@ def fit_svgp(
     if streamed and devices is None:
         devices = jax.devices()[:1]
     loop = _steps_on_host if devices is not None else _steps_on_device
-    trainable, values = loop(trainable, opt_state, X, y, key, sample_key, num_steps, batch, config, report, devices)
+    trainable, opt_state, values = loop(trainable, opt_state, X, y, key, sample_key, first, num_steps, batch, config,
+                                        report, devices)
     status = Status.COMPLETED if len(values) == num_steps and np.isfinite(values[-1]) else Status.FAILED
+    updates = len(values) - (status != Status.COMPLETED)  # a non-finite estimate's step made no update
     if throw and status != Status.COMPLETED:
         raise GPClassError(f"fit_svgp did not complete ({status.name}): {status.message} Pass throw=False to get "
                            "the result with its status.")
     elbo = jnp.asarray(values, dtype=model.inducing.dtype)
-    return SVGPFit(_build(trainable, static, settings), elbo, jnp.asarray(status, jnp.int32))
+    return SVGPFit(_build(trainable, static, settings), elbo, jnp.asarray(status, jnp.int32), opt_state,
+                   jnp.asarray(first + updates, jnp.int32))
 
 
 _DEFAULT_OPTIMIZER = optax.adam(0.01)
@@ -169,30 +190,31 @@ def _epoch_order(key, epoch, n):
     return jax.random.permutation(jax.random.fold_in(key, epoch), n)
 
 
-def _steps_on_device(trainable, opt_state, X, y, key, sample_key, num_steps, batch, config, report, devices):
+def _steps_on_device(trainable, opt_state, X, y, key, sample_key, first, num_steps, batch, config, report, devices):
     """The training loop compiled: the data copied to the device once, chunks of up to ``_CHUNK`` steps of one
     epoch each run as one ``lax.scan`` (``_run_chunk``) that takes its minibatches from the epoch's permutation on
-    the device.  The same minibatches, samples and updates as :func:`_steps_on_host`."""
+    the device.  The same minibatches, samples and updates as :func:`_steps_on_host`.  Steps ``first`` ..
+    ``first + num_steps - 1`` of the run (its minibatches and samples follow the step's index)."""
     n = X.shape[0]
     batches_per_epoch = n // batch
     length = min(_CHUNK, batches_per_epoch)  # not num_steps: one compilation serves runs of any length
     X, y = jnp.asarray(X), jnp.asarray(y)
     values, i = [], 0
     while i < num_steps:
-        epoch, position = divmod(i, batches_per_epoch)
+        epoch, position = divmod(first + i, batches_per_epoch)
         count = min(length, batches_per_epoch - position, num_steps - i)
         trainable, opt_state, chunk = _run_chunk(trainable, opt_state, X, y, _epoch_order(key, epoch, n),
-                                                 np.int32(position), np.int32(count), sample_key, np.uint32(i),
-                                                 batch, length, config)
+                                                 np.int32(position), np.int32(count), sample_key,
+                                                 np.uint32(first + i), batch, length, config)
         for value in np.asarray(chunk)[:count]:
             values.append(float(value))
             if not report(i, values[-1]):
-                return trainable, values
+                return trainable, opt_state, values
             i += 1
-    return trainable, values
+    return trainable, opt_state, values
 
 
-def _steps_on_host(trainable, opt_state, X, y, key, sample_key, num_steps, batch, config, report, devices):
+def _steps_on_host(trainable, opt_state, X, y, key, sample_key, first, num_steps, batch, config, report, devices):
     """The training loop in Python for ``devices`` or a memory-mapped X: each step reads its minibatch from host
     memory (or from the file) and splits it over the devices along its cases (the parameters replicated), one
     compiled step (``_step``) per call.  The devices may span several processes (``jax.distributed``): each
@@ -214,18 +236,20 @@ def _steps_on_host(trainable, opt_state, X, y, key, sample_key, num_steps, batch
                                             lambda index: np.asarray(source[rows[index[0]]], dtype))
 
     values, batches_per_epoch = [], n // batch
+    order_of = {}  # the epoch's permutation, drawn once
     for i in range(num_steps):
-        epoch, position = divmod(i, batches_per_epoch)
-        if position == 0:
-            order = np.asarray(_epoch_order(key, epoch, n))
+        epoch, position = divmod(first + i, batches_per_epoch)
+        if epoch not in order_of:
+            order_of = {epoch: np.asarray(_epoch_order(key, epoch, n))}
+        order = order_of[epoch]
         rows = order[position * batch:(position + 1) * batch]
         new, new_state, value = _step(trainable, opt_state, place(X, rows, dtype), place(y, rows, y.dtype), sample_key,
-                                      None if sample_key is None else np.uint32(i), *config)
+                                      None if sample_key is None else np.uint32(first + i), *config)
         values.append(float(value))  # the ELBO estimate at the current parameters, before this step's update
         if not report(i, values[-1]):
             break
         trainable, opt_state = new, new_state
-    return jax.tree.map(_local_copy, trainable), values
+    return jax.tree.map(_local_copy, trainable), jax.tree.map(_local_copy, opt_state), values
 
 
 def _local_copy(a):

@@ -253,3 +253,23 @@ def test_a_memory_mapped_training_set_is_streamed_and_trains_as_the_array(tmp_pa
     broken.flush()
     with pytest.raises(gpc.GPClassError, match="NaN"):
         gpc.fit_svgp(start, np.load(tmp_path / "bad.npy", mmap_mode="r"), y, key=jax.random.key(3), num_steps=2)
+
+
+def test_training_continues_from_a_saved_fit_as_if_it_had_not_stopped(tmp_path):
+    """3 steps, gpc.save, gpc.load, 4 more steps = 7 steps in one call (the ELBO history, the model and Adam's
+    state; across an epoch boundary: 4 minibatches of 7 per epoch), and the step count carries over."""
+    X, y = toy_data(n=30, seed=9)
+    start = random_model(X, 6, seed=5)
+    whole = gpc.fit_svgp(start, X, y, key=jax.random.key(3), num_steps=7, batch_size=7)
+    first = gpc.fit_svgp(start, X, y, key=jax.random.key(3), num_steps=3, batch_size=7)
+    gpc.save(tmp_path / "checkpoint.gpc", first)
+    loaded = gpc.load(tmp_path / "checkpoint.gpc")
+    rest = gpc.fit_svgp(loaded, X, y, key=jax.random.key(3), num_steps=4, batch_size=7)
+    assert int(first.next_step) == 3 and int(rest.next_step) == 7 == int(whole.next_step)
+    np.testing.assert_allclose(np.concatenate([first.elbo, rest.elbo]), whole.elbo, rtol=1e-13)
+    for a, b in zip(jax.tree.leaves((rest.model, rest.optimizer_state)), jax.tree.leaves((whole.model,
+                                                                                           whole.optimizer_state))):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    with pytest.raises(gpc.GPClassError, match="optimizer_state"):
+        gpc.fit_svgp(eqx.tree_at(lambda f: f.optimizer_state, first, None, is_leaf=lambda x: x is None), X, y,
+                     key=jax.random.key(3), num_steps=1, batch_size=7)
