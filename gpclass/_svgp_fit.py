@@ -225,8 +225,11 @@ def _steps_on_host(trainable, opt_state, X, y, key, sample_key, first, num_steps
     if batch % len(devices):
         raise GPClassError(f"batch_size ({batch}) must be a multiple of the number of devices ({len(devices)}).")
     mesh = Mesh(np.asarray(devices), ("cases",))
-    trainable, opt_state, sample_key = jax.device_put((trainable, opt_state, sample_key),
-                                                      NamedSharding(mesh, PartitionSpec()))
+    # From host values: arrays committed to one process's device (a continued fit's) cannot be sent to the other
+    # processes' devices, the same values given by every process can.
+    replicated = NamedSharding(mesh, PartitionSpec())
+    trainable, opt_state = jax.device_put(jax.device_get((trainable, opt_state)), replicated)
+    sample_key = jax.device_put(sample_key, replicated)
     cases = NamedSharding(mesh, PartitionSpec("cases"))
     dtype = trainable["inducing"].dtype
 
