@@ -84,6 +84,8 @@ def main():
         t0 = time.perf_counter()
         fit = gpc.fit_svgp(start, X, y, key=jax.random.key(0), num_steps=20, batch_size=args.batch)
         first = time.perf_counter() - t0
+        after_first = memory_mb()
+        print(f"after the first call (20 steps): memory {after_first}", flush=True)
         t0 = time.perf_counter()
         fit = gpc.fit_svgp(fit.model, X, y, key=jax.random.key(1), num_steps=args.steps, batch_size=args.batch)
         per_step = (time.perf_counter() - t0) / args.steps
@@ -92,7 +94,8 @@ def main():
         error = float(np.mean(np.where(np.asarray(gpc.predict(fit.model, X_test)) > 0.5, 1.0, -1.0) != y_test))
     row = dict(n=args.n, m=args.m, batch=args.batch, steps=args.steps, file_gb=args.n * D * 8 / 1e9,
                write_s=written, first_call_s=first, step_ms=1e3 * per_step,
-               epoch_s=per_step * args.n / args.batch, memory_mb=memory, test_error=error, bayes_error=0.0228,
+               epoch_s=per_step * args.n / args.batch, memory_mb=memory, memory_after_first_call_mb=after_first,
+               test_error=error, bayes_error=0.0228,
                final_elbo_estimate=float(fit.elbo[-1]))
     print(f"n = {args.n}: {row['step_ms']:.2f} ms per step of {args.batch} (first call of 20 steps "
           f"{first:.1f} s); an epoch would take {row['epoch_s']:.0f} s; memory after training: "
