@@ -1,6 +1,7 @@
 """Two JAX processes on one machine (``jax.distributed``, gloo CPU collectives): gpc.sharded_vmap over both equals
 one process's jax.vmap, every process receives all results, and each holds its own share without the gather;
-gpc.fit_svgp split over both processes' devices, reading a memory-mapped file, trains as one process does."""
+gpc.fit_svgp split over both processes' devices, reading a memory-mapped file, trains as one process does, and
+continues from a saved checkpoint as if it had not stopped."""
 
 import json
 import os
@@ -59,12 +60,18 @@ WORKER = textwrap.dedent("""
     shares = gpc.sharded_vmap(log_marginal_and_grad, gather=False)(*problems)
     own = [(shard.index[0].start or 0, np.asarray(shard.data).tolist()) for shard in shares[0].addressable_shards]
     X, y, start = svgp_problem()
-    fit = gpc.fit_svgp(start, np.load(sys.argv[4], mmap_mode="r"), y, key=jax.random.key(3), num_steps=7,
-                       batch_size=8, devices=jax.devices())
+    X_file = np.load(sys.argv[4], mmap_mode="r")
+    fit = gpc.fit_svgp(start, X_file, y, key=jax.random.key(3), num_steps=7, batch_size=8, devices=jax.devices())
+    part = gpc.fit_svgp(start, X_file, y, key=jax.random.key(3), num_steps=3, batch_size=8, devices=jax.devices())
+    gpc.save(out + ".checkpoint", part)  # each process its own file
+    rest = gpc.fit_svgp(gpc.load(out + ".checkpoint"), X_file, y, key=jax.random.key(3), num_steps=4, batch_size=8,
+                        devices=jax.devices())
     json.dump(dict(processes=jax.process_count(), devices=len(jax.devices()), gathered_type=type(gathered[0]).__name__,
                    values=np.asarray(gathered[0]).tolist(), grads=np.asarray(gathered[1]).tolist(), own=own,
                    elbo=np.asarray(fit.elbo).tolist(), q_sqrt=np.asarray(fit.model.q_sqrt).tolist(),
-                   inducing=np.asarray(fit.model.inducing).tolist()),
+                   inducing=np.asarray(fit.model.inducing).tolist(),
+                   resumed_elbo=np.concatenate([part.elbo, rest.elbo]).tolist(),
+                   resumed_q_sqrt=np.asarray(rest.model.q_sqrt).tolist()),
               open(out, "w"))
 """)
 
@@ -107,3 +114,6 @@ def test_two_processes_give_what_one_process_gives(tmp_path):
         np.testing.assert_allclose(result["elbo"], alone.elbo, rtol=1e-12)
         np.testing.assert_allclose(result["q_sqrt"], alone.model.q_sqrt, rtol=1e-10, atol=1e-13)
         np.testing.assert_allclose(result["inducing"], alone.model.inducing, rtol=1e-10, atol=1e-13)
+        # 3 steps, gpc.save, gpc.load, 4 more steps over the two processes = the 7 steps in one call.
+        np.testing.assert_allclose(result["resumed_elbo"], result["elbo"], rtol=1e-13)
+        np.testing.assert_allclose(result["resumed_q_sqrt"], result["q_sqrt"], rtol=1e-12, atol=1e-15)
