@@ -1,5 +1,6 @@
 """Training an :class:`gpclass.SVGP` (binary or softmax) on minibatches, with optax: the loop compiled on the device,
-or (``devices=``) a Python loop that streams each minibatch from host memory to several devices."""
+or (``devices=``, a memory-mapped X) a Python loop that reads each minibatch from host memory or from the file and
+splits it over devices, which may belong to several JAX processes; a fit is also a checkpoint to continue from."""
 
 from collections.abc import Callable
 from typing import Any
@@ -145,7 +146,8 @@ def fit_svgp(
     )
 
     config = (n, static, optimizer, frozen, settings, natural_gradient_step)
-    opt_state = optimizer.init(trainable) if checkpoint is None else checkpoint.optimizer_state
+    # getattr: an SVGPFit saved before fits carried their optimiser's state has neither field
+    opt_state = optimizer.init(trainable) if checkpoint is None else getattr(checkpoint, "optimizer_state", None)
     if checkpoint is not None and opt_state is None:
         raise GPClassError("fit_svgp: this SVGPFit has no optimizer_state to continue from; pass its .model to "
                            "start a new run.")
