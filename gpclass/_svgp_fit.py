@@ -187,9 +187,16 @@ _DEFAULT_OPTIMIZER = optax.adam(0.01)
 _CHUNK = 128
 
 
-def _epoch_order(key, epoch, n):
-    """The permutation of the cases for an epoch: the minibatches are its consecutive slices."""
-    return jax.random.permutation(jax.random.fold_in(key, epoch), n)
+def _epoch_order(key, epoch, n) -> np.ndarray:
+    """The permutation of the cases for an epoch, the minibatches its consecutive slices: drawn on the host by
+    NumPy, seeded with the bits of ``fold_in(key, epoch)``.  (``jax.random.permutation`` sorts random keys: at
+    n = 10^7 it took a process's peak memory from 154 to 873 MB, more than half of the data of
+    ``benchmarks/svgp_memmap.py``; NumPy's shuffle holds the n indices only.)"""
+    epoch_key = jax.random.fold_in(key, epoch)
+    if jax.dtypes.issubdtype(epoch_key.dtype, jax.dtypes.prng_key):
+        epoch_key = jax.random.key_data(epoch_key)
+    seed = np.asarray(epoch_key).astype(np.uint64).ravel()
+    return np.random.default_rng(seed).permutation(n)
 
 
 def _steps_on_device(trainable, opt_state, X, y, key, sample_key, first, num_steps, batch, config, report, devices):
@@ -201,11 +208,13 @@ def _steps_on_device(trainable, opt_state, X, y, key, sample_key, first, num_ste
     batches_per_epoch = n // batch
     length = min(_CHUNK, batches_per_epoch)  # not num_steps: one compilation serves runs of any length
     X, y = jnp.asarray(X), jnp.asarray(y)
-    values, i = [], 0
+    values, i, order_of = [], 0, {}
     while i < num_steps:
         epoch, position = divmod(first + i, batches_per_epoch)
+        if epoch not in order_of:  # copied to the device once per epoch
+            order_of = {epoch: jnp.asarray(_epoch_order(key, epoch, n).astype(np.int32 if n < 2**31 else np.int64))}
         count = min(length, batches_per_epoch - position, num_steps - i)
-        trainable, opt_state, chunk = _run_chunk(trainable, opt_state, X, y, _epoch_order(key, epoch, n),
+        trainable, opt_state, chunk = _run_chunk(trainable, opt_state, X, y, order_of[epoch],
                                                  np.int32(position), np.int32(count), sample_key,
                                                  np.uint32(first + i), batch, length, config)
         for value in np.asarray(chunk)[:count]:
@@ -245,7 +254,7 @@ def _steps_on_host(trainable, opt_state, X, y, key, sample_key, first, num_steps
     for i in range(num_steps):
         epoch, position = divmod(first + i, batches_per_epoch)
         if epoch not in order_of:
-            order_of = {epoch: np.asarray(_epoch_order(key, epoch, n))}
+            order_of = {epoch: _epoch_order(key, epoch, n)}
         order = order_of[epoch]
         rows = order[position * batch:(position + 1) * batch]
         new, new_state, value = _step(trainable, opt_state, place(X, rows, dtype), place(y, rows, y.dtype), sample_key,
@@ -376,8 +385,11 @@ _CHECK_ROWS = 1 << 16  # rows per block of the finite check: a memory-mapped X i
 def read_rows(source, rows, dtype) -> np.ndarray:
     """``source[rows]`` as a NumPy array of ``dtype``.  A memory-mapped file is read through a mapping of its own,
     closed at once: pages touched through ``source`` would stay mapped, and count in the process's resident
-    memory, until ``source`` is closed (after an epoch of random minibatches, the whole file's).  (Reading each
-    row with ``os.pread`` instead took 39 against 25 ms per step of 1000 rows, ``benchmarks/svgp_memmap.py``.)"""
+    memory, until ``source`` is closed (after an epoch of random minibatches, the whole file's).  While it is open
+    the kernel maps the page cache around each row read (about 0.5 GB for 1000 random rows of a 1.6 GB file here:
+    large folios; advising random access changed nothing), so the resident size still peaks at that much above the
+    process's own memory (``benchmarks/svgp_memmap.py``; reading each row with ``os.pread`` avoids it at 1.5x
+    the time per step)."""
     if not isinstance(source, np.memmap) or source.filename is None:
         return np.asarray(source[rows], dtype)
     order = "F" if source.flags.f_contiguous and not source.flags.c_contiguous else "C"
