@@ -23,7 +23,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import gpclass as gpc
-from gpclass.sklearn import EXPECTED_FAILED_CHECKS, GaussianProcessClassifier, _training_size
+from gpclass._sklearn_batches import _training_size
+from gpclass.sklearn import EXPECTED_FAILED_CHECKS, GaussianProcessClassifier
 
 N = 81  # 3-fold CV: 54 training cases in every fold, the refit 81
 
