@@ -11,6 +11,14 @@ memory.  Reported: time per step (a first call of 20 steps compiles), the time a
 the process's memory after training (anonymous, i.e. the process's own, and file-backed, i.e. the page cache's
 pages of the file it touched: reclaimable, as the kernel drops them under memory pressure) and its peak resident
 size (both kinds), and the test error on 10^4 new cases.  The file is written by a child process.
+
+Under a memory limit below the file's size (Linux, cgroup v1, as root; ``memory.max`` on cgroup v2)::
+
+    mkdir /sys/fs/cgroup/memory/gpc1g && echo 1073741824 > /sys/fs/cgroup/memory/gpc1g/memory.limit_in_bytes
+    sync && echo 3 > /proc/sys/vm/drop_caches
+    sh -c 'echo $$ > /sys/fs/cgroup/memory/gpc1g/tasks; exec python benchmarks/svgp_memmap.py --steps 100'
+
+(``results/svgp_memmap_1gb_limit.json`` was written so, with ``--out svgp_memmap_1gb_limit``).
 """
 
 import argparse
