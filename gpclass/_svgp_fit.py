@@ -190,9 +190,9 @@ _CHUNK = 128
 
 def _epoch_order(key, epoch, n) -> np.ndarray:
     """The permutation of the cases for an epoch, the minibatches its consecutive slices: drawn on the host by
-    NumPy, seeded with the bits of ``fold_in(key, epoch)``.  (``jax.random.permutation`` sorts random keys: at
-    n = 10^7 it took a process's peak memory from 154 to 873 MB, more than half of the data of
-    ``benchmarks/svgp_memmap.py``; NumPy's shuffle holds the n indices only.)"""
+    NumPy, seeded with the bits of ``fold_in(key, epoch)``.  NumPy's shuffle holds the n indices only, where
+    ``jax.random.permutation`` sorts random keys, several times the memory at large n (``benchmarks/README.md``,
+    ``svgp_memmap.py``)."""
     epoch_key = jax.random.fold_in(key, epoch)
     if jax.dtypes.issubdtype(epoch_key.dtype, jax.dtypes.prng_key):
         epoch_key = jax.random.key_data(epoch_key)
@@ -385,11 +385,10 @@ _CHECK_ROWS = 1 << 16  # rows per block of the finite check: a memory-mapped X i
 
 def read_rows(source, rows, dtype) -> np.ndarray:
     """``source[rows]`` as a NumPy array of ``dtype``.  From a memory-mapped file in C order, with one ``os.pread``
-    per row (consecutive rows: one read), not through a mapping: a page fault maps the page cache around each row
-    (about 530 KB per random row here), so with the file larger than the memory left for the page cache every row
-    read through a mapping read half a megabyte from disk: 1000 random rows of a 1.6 GB file under a 1 GB memory
-    limit took 2.6-4.5 s through a mapping and 0.3-0.4 s by ``os.pread`` (``benchmarks/svgp_memmap.py``).
-    Pages touched through a mapping also stay resident until it closes."""
+    per row (consecutive rows: one read), not through a mapping: a page fault maps the page cache around each row,
+    so with the file larger than the memory left for the page cache every row read through a mapping reads far
+    more from disk than the row, and pages touched through a mapping stay resident until it closes (measured:
+    ``benchmarks/README.md``, ``svgp_memmap.py``)."""
     if not isinstance(source, np.memmap) or source.filename is None or not source.flags.c_contiguous:
         return np.asarray(source[rows], dtype)
     row_bytes = source.dtype.itemsize * int(np.prod(source.shape[1:]))

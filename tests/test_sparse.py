@@ -199,19 +199,20 @@ def test_kl_fitc_equals_dense_kl_on_the_fitc_prior():
 
 
 def test_expected_log_likelihood_derivatives_in_chunks_equal_one_pass():
-    """The KL methods' quadrature derivatives are taken in chunks of cases (memory O(chunk x nodes)); the last
-    chunk is padded.  Chunks of 7 for 40 cases (a padded last chunk) against one pass over all of them."""
-    from gpclass._inference._expectations import expected_log_lik_derivatives, expected_log_lik_gradient
+    """The KL methods' expected log-likelihood and its derivatives are taken in chunks of cases (memory
+    O(chunk x nodes)); the last chunk is padded.  Chunks of 7 for 40 cases (a padded last chunk) against one pass
+    over all of them."""
+    from gpclass._inference._expectations import expected_log_lik, expected_log_lik_derivatives
 
     @compile_fast
     def whole_and_chunked(y, m, s):  # both functions, both ways, in one compiled program
         return [(derivatives(LOGISTIC, y, m, s), derivatives(LOGISTIC, y, m, s, chunk=7))
-                for derivatives in (expected_log_lik_derivatives, expected_log_lik_gradient)]
+                for derivatives in (expected_log_lik_derivatives, expected_log_lik)]
 
     rng = np.random.default_rng(0)
     m, s = jnp.asarray(rng.normal(size=len(Y))), jnp.asarray(rng.uniform(0.1, 3.0, size=len(Y)))
     for whole, chunked in whole_and_chunked(jnp.asarray(Y, jnp.float64), m, s):
-        for a, b in zip(whole, chunked, strict=True):
+        for a, b in zip(*(np.atleast_2d(np.asarray(w)) for w in (whole, chunked)), strict=True):
             np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
 
 

@@ -15,14 +15,8 @@ CHUNK = 4096
 
 def expected_log_lik(likelihood, y, m, s, chunk: int = CHUNK):
     """E_{N(m_i, s_i)}[log p(y_i|f_i)], per case, in chunks: besides the memory, a chunk's nodes stay in cache
-    (at n = 20,000 the logistic's took 76 ms in one pass and 43 ms in chunks of 4096, ``benchmarks/README.md``,
-    issue 37)."""
+    (faster than one pass at large n; measured in ``benchmarks/README.md``, ``quadrature_cost.py``)."""
     return _in_chunks(likelihood.expected_log_prob, (y, m, s), chunk)
-
-
-def expected_log_lik_gradient(likelihood, y, m, s, chunk: int = CHUNK):
-    """(dE/dm, dE/ds), per case."""
-    return _in_chunks(lambda y, m, s: _gradient(likelihood, y, m, s), (y, m, s), chunk)
 
 
 def expected_log_lik_derivatives(likelihood, y, m, s, chunk: int = CHUNK):
@@ -37,10 +31,6 @@ def expected_log_lik_derivatives(likelihood, y, m, s, chunk: int = CHUNK):
         return g_m, g_s, h_mm, h_ms, h_ms, h_ss
 
     return _in_chunks(derivatives, (y, m, s), chunk)
-
-
-def _gradient(likelihood, y, m, s):
-    return jax.grad(lambda m, s: jnp.sum(likelihood.expected_log_prob(y, m, s)), argnums=(0, 1))(m, s)
 
 
 def _in_chunks(fn, arrays, chunk: int):
