@@ -29,8 +29,11 @@ PUBLIC_MODULES = (
     "gpclass.sklearn",
 )
 
-# Public names whose examples compile an inference program (seconds each): run with `-m slow`.
-SLOW = frozenset()
+# Public names whose examples compile an inference program (seconds each): run with `-m slow`.  Two sets, one for
+# the top-level names and one for the submodules' names.
+SLOW_TOP_LEVEL = frozenset()
+SLOW_SUBMODULES = frozenset()
+SLOW = SLOW_TOP_LEVEL | SLOW_SUBMODULES
 
 
 def _public_objects():
