@@ -48,7 +48,7 @@ from ._svgp_fit import SVGPFit, fit_svgp
 from ._threads import limit_lapack_threads
 from .likelihoods import mackay_probability
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AIS",

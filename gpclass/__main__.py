@@ -9,6 +9,8 @@ The same on a CSV file of your own (``_csv_job.py``; held-out split or k-fold CV
                       [--method laplace|ep|kl|jj] [--ard] [--report OUT.json] [--plot OUT.png]
                       [--ordinal [--order LOW,...,HIGH]]   (ordered classes: one gpc.likelihoods.Ordinal model)
 
+``gpclass`` (the console script the package installs) is the same command: ``gpclass --help``.
+
 Compiled programs are kept in JAX's persistent compilation cache
 (``gpc.enable_compilation_cache``), so a second run loads them instead of
 compiling them again.
@@ -27,8 +29,9 @@ from gpclass import _csv_job
 from gpclass._jax_compat import every_program_stored
 
 
-def main(argv=None) -> None:
-    args = _parse(argv)
+def main(argv=None, *, prog="gpclass") -> None:
+    """The console script ``gpclass`` (argv=None reads ``sys.argv[1:]``); ``prog`` names the program in usage."""
+    args = _parse(argv, prog)
     with every_program_stored():
         if args.csv is not None:
             _csv_job.main(args, lambda: _enable_cache(args))
@@ -48,8 +51,8 @@ def _enable_cache(args) -> None:
         print(f"compilation cache: {gpc.enable_compilation_cache(args.cache_dir)}")
 
 
-def _parse(argv):
-    parser = argparse.ArgumentParser(prog="python -m gpclass", description=__doc__.splitlines()[0])
+def _parse(argv, prog="gpclass"):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     # No defaults here (filled in by main), so that giving them with --csv is caught as a usage error.
     parser.add_argument("--dataset", default=None, choices=["ionosphere", "wisconsin", "pima", "crabs", "usps35"],
                         help="bundled data set (default: ionosphere)")
@@ -106,7 +109,7 @@ def run(args, dtype) -> None:
           f"(log sigma_f = {float(0.5 * jnp.log(k.variance)):.3f}, log l = {log_l})")
     print(f"log marginal likelihood: {float(result.objective):.4f}  ({int(result.num_steps)} L-BFGS steps, "
           f"max|grad| = {float(result.grad_norm):.1e})")
-    print(f"stopped: {gpc.Status(int(result.status)).message}")
+    print(f"stopped: {gpc.Status(int(result.status)).describe('fit', grad_norm=float(result.grad_norm))}")
     print(f"test error: {100 * float(gpc.metrics.error_rate(y_test, p)):.2f} %  "
           f"information: {float(gpc.metrics.information_bits(y_test, p, y_train)):.3f} bits  "
           f"mean NLP: {float(gpc.metrics.mean_negative_log_probability(y_test, p)):.4f}")
@@ -131,4 +134,4 @@ def _count_cache_hits():
 
 
 if __name__ == "__main__":
-    main()
+    main(prog="python -m gpclass")
