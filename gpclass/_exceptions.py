@@ -24,6 +24,14 @@ class GPClassError(ValueError):
     same way by a direct call and inside :func:`gpclass.jit`; inside a plain
     ``jax.jit`` a failed run-time check arrives as ``jax.errors.JaxRuntimeError``
     whose text contains the same message.
+
+    >>> try:
+    ...     gpc.EP(damping=0.0)
+    ... except gpc.GPClassError as error:
+    ...     print(error)
+    EP: damping must be a number in (0, 1] or None; got 0.0.
+    >>> issubclass(gpc.GPClassError, ValueError)
+    True
     """
 
 

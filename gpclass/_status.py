@@ -5,6 +5,12 @@ Every result carries a :class:`Status` code as an integer array (it survives
 (``gpc.infer(..., throw=True)``, ``gpc.fit(..., throw=True)``), and
 :func:`raise_unless_successful` attaches the check to every array of the
 returned object, so that no use of it escapes the check.
+
+What a code means depends on what ran: ``CONVERGED`` after ``gpc.fit`` is its
+gradient test, after ``gpc.infer(gpc.Laplace(), ...)`` the Newton iterations'
+test, after ``gpc.infer(gpc.MCMC(), ...)`` only that every sample is finite.
+:meth:`Status.describe` names the one that applies; :attr:`Status.message`
+says what holds for every kind.
 """
 
 import enum
@@ -18,11 +24,28 @@ from ._types import Array, Int
 
 
 class Status(enum.IntEnum):
-    """Why an iteration stopped.  ``gpc.Status(int(code)).message`` explains a code.
+    """Why an iteration stopped: ``gpc.Status(int(code)).describe(who)`` explains a code for what ran.
 
     Codes up to ``AT_BOUND``, and ``COMPLETED``, are successes: a solver (or a sampler:
     every value finite) ends in ``CONVERGED``; a fit also in ``AT_BOUND``; a training
     run without a convergence test (``gpc.fit_svgp``) in ``COMPLETED``.
+
+    ``describe(who)`` says what the code means for ``who``: ``"fit"``
+    (:func:`gpclass.fit`; with ``grad_norm``, and ``gtol`` if known, it gives
+    the achieved value of the gradient test), ``"fit_em_ep"``, ``"fit_svgp"``,
+    or an inference method (its name or the method itself: ``"Laplace"``,
+    ``gpc.EP()``; ``"MCMC"`` and ``"AIS"`` are samplers).  ``message`` says
+    what holds whatever ran.
+
+    >>> status = gpc.Status(0)
+    >>> status.name
+    'CONVERGED'
+    >>> print(status.describe("fit", grad_norm=3.2e-7, gtol=1e-5))
+    converged: the gradient test was met: the largest component of the projected gradient of the objective with
+    respect to the log hyperparameters is 3.2e-07, at most gtol = 1e-05, with every hyperparameter inside the box.
+    >>> print(gpc.Status.MAX_STEPS.describe(gpc.Laplace()))
+    the step limit was reached before Laplace's convergence test was met (the full Newton step changes f by at most
+    tol * (1 + max |f|), ...): raise max_steps, e.g. gpc.Laplace(max_steps=...), ...
     """
 
     CONVERGED = 0
@@ -35,32 +58,43 @@ class Status(enum.IntEnum):
 
     @property
     def message(self) -> str:
+        """What the code means whatever ran (:meth:`describe` says it for a fit, a solver or a sampler)."""
         return _MESSAGES[self]
 
+    def describe(self, who=None, *, grad_norm=None, gtol=None) -> str:
+        """What the code means for ``who`` (see the class docstring); ``who=None`` is :attr:`message`.
 
+        ``grad_norm`` and ``gtol`` (numbers, a fit's only): the achieved largest
+        projected gradient (``FitResult.grad_norm``) and the tolerance it was
+        tested against, quoted in the text.
+        """
+        if who is None:
+            return self.message
+        name = who if isinstance(who, str) else type(who).__name__
+        kind = _kind(name)
+        if kind == "fit":
+            return _fit_message(self, _number(grad_norm), _number(gtol))
+        table = {"fit_em_ep": _EM_EP, "fit_svgp": _TRAINING, "sampler": _SAMPLER, "solver": _SOLVER}[kind]
+        template = table.get(self)
+        if template is None:
+            return self.message
+        criterion = _SAMPLER_CRITERIA.get(name) if kind == "sampler" else _SOLVER_CRITERIA.get(name, _ANY_SOLVER)
+        return template.format(who=name, criterion=criterion)
+
+
+# What holds whatever ran: no definition of one kind of iteration in another's message.
 _MESSAGES = {
-    Status.CONVERGED: (
-        "converged: the convergence test was met (an inner solver: the last step changed the solution by at most "
-        "its tol; a fit: the largest projected gradient is at most gtol, inside the box; a sampler: every value is "
-        "finite)."
-    ),
+    Status.CONVERGED: "converged: the convergence test was met.",
     Status.AT_BOUND: (
-        "converged at a bound: the projected gradient is at most gtol and at least one hyperparameter sits at a "
-        "bound of the box, typically because the objective still rises beyond it (a flat direction, such as the "
-        "length scale of an irrelevant input, or an optimum outside the box: widen `bounds` or add a hyperprior "
-        "if that matters)."
+        "converged at a bound: the gradient test was met with at least one hyperparameter at a bound of the box "
+        "(widen `bounds` or add a hyperprior if the optimum may lie outside it)."
     ),
     Status.STALLED: (
-        "stalled: no step could make progress while the convergence test still failed (an inner solver: no step "
-        "length was acceptable; a fit: two line searches in a row, the second from a restarted optimiser, could "
-        "not change the objective by more than ftol * (1 + |objective|), rounding in the objective or a "
-        "neighbourhood where the inner solver fails limiting progress)."
+        "stalled: no step (no step length of the line search) could make progress while the convergence test "
+        "still failed."
     ),
     Status.MAX_STEPS: "the step limit was reached before the convergence test was met (raise max_steps).",
-    Status.FAILED: (
-        "failed: a value is not finite (a fit: the inner solver did not converge at the starting hyperparameters, "
-        "or the objective or its gradient is not finite there)."
-    ),
+    Status.FAILED: "failed: a value is not finite.",
     Status.IMPRECISE: (
         "imprecise: the iterations stopped moving, but the solution does not satisfy its own equation to the "
         "tolerance in this floating-point precision (for Laplace, the residual f - K grad log p(y|f), which is the "
@@ -71,6 +105,112 @@ _MESSAGES = {
     Status.COMPLETED: (
         "completed: every requested step ran with finite values; the method has no convergence test (stochastic "
         "optimisation, gpc.fit_svgp): judge convergence from its record (the ELBO estimates)."
+    ),
+}
+
+_SAMPLERS = ("MCMC", "AIS")
+
+
+def _kind(name: str) -> str:
+    if name in ("fit", "fit_em_ep", "fit_svgp"):
+        return name
+    return "sampler" if name in _SAMPLERS else "solver"
+
+
+def _number(x) -> float | None:
+    return None if x is None else float(x)
+
+
+_GRADIENT = "the largest component of the projected gradient of the objective with respect to the log hyperparameters"
+
+
+def _fit_message(status: Status, grad_norm: float | None, gtol: float | None) -> str:
+    """gpc.fit's statuses: its gradient test (max |projected gradient| <= gtol), with the values when given."""
+    achieved = "" if grad_norm is None else f" is {grad_norm:.2g},"
+    tolerance = "gtol" if gtol is None else f"gtol = {gtol:.2g}"
+    above = ("" if grad_norm is None else f" ({grad_norm:.2g})") + f" was still above {tolerance}"
+    if status == Status.CONVERGED:
+        return (f"converged: the gradient test was met: {_GRADIENT}{achieved} at most {tolerance}, with every "
+                "hyperparameter inside the box.")
+    if status == Status.AT_BOUND:
+        return (f"converged at a bound: the gradient test was met: {_GRADIENT}{achieved} at most {tolerance}, and at "
+                "least one hyperparameter sits at a bound of the box, typically because the objective still rises "
+                "beyond it (a flat direction, such as the length scale of an irrelevant input, or an optimum outside "
+                "the box): widen `bounds` or add a hyperprior (log_prior) if that matters.")
+    if status == Status.STALLED:
+        return (f"stalled: two steps in a row, the second from a restarted optimiser, could not change the objective "
+                f"by more than ftol * (1 + |objective|) while {_GRADIENT}{above}: rounding in the objective, or a "
+                "neighbourhood where the inner solver fails, limits progress. Judge the result by its grad_norm; "
+                "a larger gtol, float64, standardised inputs or another start may help.")
+    if status == Status.MAX_STEPS:
+        return (f"the step limit was reached: max_steps optimiser steps ran while {_GRADIENT}{above}. Raise "
+                "max_steps, or continue from this result's kernel and likelihood.")
+    if status == Status.FAILED:
+        return ("failed: a value is not finite: the inner solver did not converge at the starting hyperparameters, "
+                "or the objective or its gradient is not finite there. Start from moderate hyperparameters "
+                "(standardise the inputs), or check the inner method's status with gpc.infer(..., throw=False).")
+    return status.message
+
+
+_ANY_SOLVER = "its tol"
+# Each method's convergence test, as its docstring states it (``tol`` and the other settings are the method's).
+_SOLVER_CRITERIA = {
+    "Laplace": ("the full Newton step changes f by at most tol * (1 + max |f|), and the mode's residual "
+                "f - K grad log p(y|f) is at most residual_tol * (1 + max |f|)"),
+    "EP": ("between two sweeps the site parameters tau~ and nu~ change by at most tol * (1 + max |.|) and log Z_EP "
+           "by at most tol * (1 + |log Z_EP|)"),
+    "KL": ("between two steps the sites tau~ and nu~ change by at most site_tol * (1 + max |.|) and the ELBO by at "
+           "most tol * (1 + |ELBO|)"),
+    "JaakkolaJordan": "between two steps nu changes by at most tol * (1 + max |nu|) and log Z' by at most "
+                      "tol * (1 + |log Z'|)",
+    "JaakkolaJordanUpper": "between two steps mu changes by at most tol and log Z'' by at most tol * (1 + |log Z''|)",
+}
+_SOLVER = {
+    Status.CONVERGED: "converged: {who}'s convergence test was met: {criterion}.",
+    Status.STALLED: (
+        "stalled: no step length was acceptable (every trial made the objective worse beyond its rounding level) "
+        "while {who}'s convergence test ({criterion}) still failed: rounding limits progress at these "
+        "hyperparameters. Compute in float64 (jax_enable_x64), or standardise the inputs and start from moderate "
+        "hyperparameters."
+    ),
+    Status.MAX_STEPS: (
+        "the step limit was reached before {who}'s convergence test was met ({criterion}): raise max_steps, e.g. "
+        "gpc.{who}(max_steps=...), or start from an earlier solution (gpc.infer(..., init=posterior.warm_start))."
+    ),
+    Status.FAILED: (
+        "failed: {who}'s iterations reached a value that is not finite. Standardise the inputs and start from "
+        "moderate hyperparameters, or compute in float64 (jax_enable_x64)."
+    ),
+}
+_SAMPLER_CRITERIA = {"MCMC": "every sample is finite", "AIS": "the log marginal likelihood estimate is finite"}
+_SAMPLER = {
+    Status.CONVERGED: (
+        "converged as a sampler can: {criterion}. {who} has no convergence test: judge its mixing from "
+        "posterior.info (acceptance rate) and by comparing independent runs."
+    ),
+    Status.FAILED: (
+        "failed: not every value is finite (the test: {criterion}). With HMC lower the step_size; standardise the "
+        "inputs and start from moderate hyperparameters."
+    ),
+}
+_EM_EP = {
+    Status.CONVERGED: (
+        "converged: the EP log marginal likelihood log q changed by at most tol * (1 + |log q|) in the last EM step, "
+        "with a converged EP solution."
+    ),
+    Status.MAX_STEPS: (
+        "the step limit was reached: max_steps EM steps ran before log q changed by at most tol * (1 + |log q|) in "
+        "one step (with a converged EP solution). Raise max_steps, or loosen tol."
+    ),
+    Status.FAILED: (
+        "failed: the EP log marginal likelihood is not finite. The kernel must give a non-singular Gram matrix "
+        "(include a White term); start from moderate hyperparameters."
+    ),
+}
+_TRAINING = {
+    Status.FAILED: (
+        "failed: an ELBO estimate is not finite; training stopped there (the model holds the parameters at which it "
+        "was computed). Lower the optimiser's learning rate, or standardise the inputs."
     ),
 }
 
@@ -101,8 +241,8 @@ def raise_unless_successful(x, status: Int[Array, ""], who: str):
     too, whose backward pass needs the checked 1 (a check attached to the
     outputs alone is dead code in a program that only differentiates them).
     """
-    messages = [f"{who} did not converge ({s.name}): {s.message} Pass throw=False to get the result with its status."
-                for s in Status]
+    messages = [f"{who} did not converge ({s.name}): {s.describe(who)} Pass throw=False to get the result with its "
+                "status." for s in Status]
     status = jax.lax.stop_gradient(status)  # an integer: no derivative (it may come out of a custom_vjp)
     leaves, treedef = jax.tree.flatten(x)
     is_float = [eqx.is_inexact_array(leaf) for leaf in leaves]

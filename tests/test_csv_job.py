@@ -43,6 +43,9 @@ def check_run(run, num_train, num_test):
     assert set(run) == RUN_KEYS
     assert (run["num_train"], run["num_test"]) == (num_train, num_test)
     assert run["fit"]["converged"] and run["fit"]["status"] in ("CONVERGED", "AT_BOUND")
+    # The message is the fit's (its gradient test, with the achieved value), not a solver's or a sampler's.
+    assert "the gradient test was met" in run["fit"]["message"] and "sample" not in run["fit"]["message"]
+    assert f"is {run['fit']['grad_norm']:.2g}," in run["fit"]["message"]
     assert len(run["fit"]["history"]) == run["fit"]["num_steps"] >= 1
     assert run["fit"]["history"][-1] == pytest.approx(run["log_marginal_likelihood"])
     assert np.isfinite(run["log_marginal_likelihood"]) and run["log_marginal_likelihood"] < 0

@@ -124,3 +124,37 @@ def test_eqx_on_error_holds_for_a_top_level_call(on_error, expected):
     out = subprocess.run([sys.executable, "-c", ON_ERROR_CHILD], capture_output=True, text=True, check=True,
                          timeout=120, env=env).stdout.split()
     assert out == expected
+
+
+def test_a_status_names_what_applies_to_what_ran():
+    """A fit's status states the fit's gradient test and its achieved value; an inner solver's its own test; a
+    sampler's the finiteness of its samples: none carries another kind's definition (issue 38, item 7)."""
+    fit = gpc.Status.CONVERGED.describe("fit", grad_norm=3.2e-7, gtol=1e-5)
+    assert fit.startswith("converged") and "projected gradient" in fit and "3.2e-07" in fit and "gtol = 1e-05" in fit
+    laplace = gpc.Status.CONVERGED.describe(gpc.Laplace())
+    assert "Newton step" in laplace and "residual_tol" in laplace
+    ep = gpc.Status.CONVERGED.describe("EP")
+    assert "sweeps" in ep and "log Z_EP" in ep
+    mcmc = gpc.Status.CONVERGED.describe("MCMC")
+    assert "every sample is finite" in mcmc
+    texts = {"fit": fit, "Laplace": laplace, "EP": ep, "MCMC": mcmc}
+    foreign = {"fit": ("Newton", "sweep", "sample"), "Laplace": ("gtol", "sweep", "sample"),
+               "EP": ("gtol", "Newton", "sample"), "MCMC": ("gtol", "Newton", "sweep")}
+    assert {who: [word for word in words if word in texts[who]] for who, words in foreign.items()} == {
+        who: [] for who in foreign}
+    assert all(word not in gpc.Status.CONVERGED.message for word in ("gtol", "Newton", "sweep", "sample"))
+    # The remedy for the status at hand, with the setting's name.
+    assert "raise max_steps" in gpc.Status.MAX_STEPS.describe("fit", grad_norm=0.5).lower()
+    assert "(0.5) was still above gtol" in gpc.Status.MAX_STEPS.describe("fit", grad_norm=0.5)
+    assert "gpc.KL(max_steps=...)" in gpc.Status.MAX_STEPS.describe("KL")
+    assert "ELBO estimate is not finite" in gpc.Status.FAILED.describe("fit_svgp")
+    assert gpc.Status.STALLED.describe(None) == gpc.Status.STALLED.message
+
+
+def test_a_failed_solve_names_the_method_its_test_and_the_remedy():
+    with pytest.raises(gpc.GPClassError) as caught:
+        gpc.infer(gpc.Laplace(max_steps=1), KERNEL, LIK, X, y)
+    text = str(caught.value)
+    assert text.startswith("Laplace did not converge (MAX_STEPS)")
+    assert "the full Newton step changes f" in text and "gpc.Laplace(max_steps=...)" in text and "throw=False" in text
+    assert "sample" not in text and "gtol" not in text

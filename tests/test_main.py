@@ -15,7 +15,7 @@ def run_main(*args):
 def test_main_job_prints_fit_and_held_out_metrics_and_reuses_compiled_programs(tmp_path):
     first = run_main("--cache-dir", str(tmp_path))
     for expected in ["compilation cache:", "fit step", "fitted: sigma_f", "log marginal likelihood",
-                     "stopped: converged", "test error", "information", "wall time",
+                     "stopped: converged", "the gradient test was met", "test error", "information", "wall time",
                      "0 compiled programs loaded from the cache"]:
         assert expected in first
     assert any(tmp_path.iterdir()), "the first run stored no compiled program"
