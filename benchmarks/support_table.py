@@ -1,11 +1,11 @@
 """Which method runs with which likelihood and prior: every combination tried on a tiny problem.
 
-    python benchmarks/support_table.py            # prints the Markdown table of the README's "Methods" section
+    python benchmarks/support_table.py            # prints the Markdown table of docs/guide.md's "Methods" section
 
 Each cell is what ``gpc.infer`` does with that method, likelihood and prior on six cases: "yes" when it returns
 a posterior with a finite log marginal likelihood (MCMC: finite samples), "no" when it refuses with a
 ``gpc.GPClassError`` (the message is printed below the table), "FAIL" for anything else (a bug).  The table in
-the README is this script's output, so it says what the code does, not what was meant.
+docs/guide.md is this script's output, so it says what the code does, not what was meant.
 """
 
 import sys
