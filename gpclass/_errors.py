@@ -18,6 +18,11 @@ transformation traces the entry point) raises through ``eqx.branched_error_if``
 as before: only a check at the top level of the entry point's own trace is
 returned, which the identity of JAX's current trace decides.
 
+A returned check can also say *where* it failed: :class:`Located` gives the
+first offending entry of an array (its index and value), returned beside the
+check's code and written into the message by Python (``y[3] = 0.5``).  A check
+raised from the program keeps the message without it (its text is static).
+
 Equinox's ``EQX_ON_ERROR`` (``nan``, ``breakpoint``, ``off``; read when the
 process imports equinox) is honoured by every check: unless it is ``raise``
 (the default), no check is returned, so each goes through
@@ -44,11 +49,55 @@ _ON_ERROR = os.environ.get("EQX_ON_ERROR", "raise")  # as equinox reads it, once
 
 
 class _Returned(NamedTuple):
-    """The checks an entry point returns: made while ``trace`` records, each an index and its messages."""
+    """The checks an entry point returns: made while ``trace`` records, each an index, the place of its first
+    offending entry (or None), its messages and how each names that place (``Located.describe``, or None)."""
 
     trace: object
     codes: list
+    places: list
     messages: list
+    locators: list
+
+
+class Located(NamedTuple):
+    """Where a check's array fails: ``describe`` (a format string of ``index`` and ``value``, e.g.
+    ``"y[{index}] = {value}"``) is filled with the first entry of ``pred`` (an array) that is true and the entry
+    of ``values`` (an array of ``pred``'s shape) there."""
+
+    describe: str
+    pred: object
+    values: object
+
+    def place(self):
+        """(flat index of the first true entry of ``pred``, the value there as a float): traced scalars."""
+        pred = jnp.ravel(self.pred)
+        if pred.size == 0:  # nothing can fail (test inputs with no rows)
+            return jnp.zeros((), jnp.int32), jnp.full((), jnp.nan, jnp.result_type(float))
+        position = jnp.argmax(pred).astype(jnp.int32)
+        values = jnp.ravel(jnp.broadcast_to(self.values, jnp.shape(self.pred)))
+        return position, values[position].astype(jnp.result_type(float))
+
+    def static(self):
+        """What Python needs to write the place: the format and ``pred``'s shape."""
+        return self.describe, tuple(jnp.shape(self.pred))
+
+
+AT = "{at}"  # where a located message names the place, " (the first: y[3] = 0.5)", or nothing
+
+
+def static_message(message: str) -> str:
+    """A located message as a check raised from the program gives it: without the place."""
+    return message.replace(AT, "")
+
+
+def placed_message(message: str, locator, position: int, value: float) -> str:
+    """A located message with its place written in (``locator``: ``Located.static()``)."""
+    describe, shape = locator
+    index = np.unravel_index(int(position), shape) if shape else ()
+    index = ", ".join(str(int(i)) for i in index)
+    value = float(value)
+    shown = str(int(value)) if value.is_integer() and abs(value) < 2**53 else f"{value:.6g}"
+    return message.replace(AT, f" ({describe.format(index=index, value=shown)})")
 
 
 _RETURNED: contextvars.ContextVar[_Returned | None] = contextvars.ContextVar("gpclass_returned_checks", default=None)
@@ -63,19 +112,31 @@ def _returning_here() -> _Returned | None:
     return returned if returned is not None and _current_trace() is returned.trace else None
 
 
-def branched_error_if(x, pred, index, messages):
+def branched_error_if(x, pred, index, messages, places=None):
     """``x``, with an error ``messages[index]`` raised if ``pred`` (a scalar) is true (``eqx.branched_error_if``).
 
     At the top level of an entry point's own trace the check is returned by
     the entry point and raised in Python instead (see the module docstring).
+    ``places``: for each message None or a :class:`Located`, whose place a
+    message holding ``{at}`` is given in Python (a raised check drops ``{at}``).
     """
-    register_messages(messages)
+    static = [static_message(m) for m in messages]
+    register_messages(static)
     returned = _returning_here()
     if returned is not None:
         returned.codes.append(jnp.where(pred, index, -1).astype(jnp.int32))
+        located = [] if places is None else [(i, p) for i, p in enumerate(places) if p is not None]
+        if located:
+            found = [p.place() for _, p in located]
+            which = jnp.argmax(jnp.asarray([i for i, _ in located]) == index)  # the failing check's place, if any
+            returned.places.append((jnp.stack([f[0] for f in found])[which], jnp.stack([f[1] for f in found])[which]))
+        else:
+            returned.places.append(None)
         returned.messages.append(tuple(messages))
+        returned.locators.append(tuple(None if places is None or p is None else p.static() for p in
+                                       (places or [None] * len(messages))))
         return x
-    return eqx.branched_error_if(x, pred, index, messages)
+    return eqx.branched_error_if(x, pred, index, static)
 
 
 def error_if(x, pred, message: str):
@@ -94,13 +155,14 @@ def entry_point(fun):
     @filter_jit
     @functools.wraps(fun)  # the program is named after the entry point
     def returning_checks(*args, **kwargs):
-        returned = _Returned(_current_trace(), [], [])
+        returned = _Returned(_current_trace(), [], [], [], [])
         token = _RETURNED.set(returned)
         try:
             out = fun(*args, **kwargs)
         finally:
             _RETURNED.reset(token)
-        return out, returned.codes, tuple(returned.messages)  # the messages are static: returned as they are
+        # The messages and locators are static: returned as they are.
+        return out, returned.codes, returned.places, tuple(returned.messages), tuple(returned.locators)
 
     signature = inspect.signature(fun)
 
@@ -111,14 +173,23 @@ def entry_point(fun):
             return fun(*args, **kwargs)  # called by an entry point that returns its checks: these are returned too
         if not top_level():
             return inside(*args, **kwargs)
-        out, codes, messages = returning_checks(*args, **kwargs)
-        for code, options in zip(np.asarray(jax.device_get(codes), dtype=int).reshape(-1), messages):
+        out, codes, places, messages, locators = returning_checks(*args, **kwargs)
+        codes = np.asarray(jax.device_get(codes), dtype=int).reshape(-1)
+        for code, place, options, located in zip(codes, places, messages, locators):
             if code >= 0:
-                raise GPClassError(options[code])
+                raise GPClassError(_message(options[code], located[code], place))
         return out
 
     call.lower = lambda *args, **kwargs: returning_checks.lower(*args, **kwargs)  # the program a call compiles
     return call
+
+
+def _message(message: str, locator, place) -> str:
+    """A returned check's message, with the place of its first offending entry when it has one."""
+    if locator is None or place is None:
+        return static_message(message)
+    position, value = jax.device_get(place)
+    return placed_message(message, locator, position, value)
 
 
 def refuse_non_numeric(name: str, signature: inspect.Signature, args, kwargs) -> None:

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._errors import branched_error_if
+from ._errors import AT, Located, branched_error_if
 from ._exceptions import GPClassError
 from ._types import Array, Bool, Float
 
@@ -28,16 +28,26 @@ class Checks:
     """
 
     def __init__(self):
-        self._conditions: list[tuple[Bool[Array, ""], str]] = []
+        self._conditions: list[tuple[Bool[Array, ""], str, Located | None]] = []
 
-    def fail_if(self, pred, message: str) -> None:
-        self._conditions.append((jnp.any(pred), message))
+    def fail_if(self, pred, message: str, at: tuple[str, object] | None = None) -> None:
+        """Fail with ``message`` if any entry of ``pred`` is true.
+
+        ``at = (describe, values)``: the message names its first offending
+        entry where it holds ``{at}`` (``_errors.Located``: ``describe`` formats
+        ``index`` and ``value``, e.g. ``"y[{index}] = {value}"``; ``values`` has
+        ``pred``'s shape), when raised by an entry point called at the top
+        level; a check raised from the program drops ``{at}``.
+        """
+        located = None if at is None else Located(at[0], pred, at[1])
+        self._conditions.append((jnp.any(pred), message, located))
 
     def attach(self, x):
         if not self._conditions:
             return x
-        preds = jnp.stack([pred for pred, _ in self._conditions])
-        return branched_error_if(x, jnp.any(preds), jnp.argmax(preds), [m for _, m in self._conditions])
+        preds = jnp.stack([pred for pred, _, _ in self._conditions])
+        return branched_error_if(x, jnp.any(preds), jnp.argmax(preds), [m for _, m, _ in self._conditions],
+                                 [located for _, _, located in self._conditions])
 
 
 def _own(checks):
@@ -67,16 +77,21 @@ def check_inputs(X, name: str = "X", *, allow_empty: bool = False, checks: Check
     """
     X = jnp.asarray(X)
     if X.ndim != 2:
-        raise GPClassError(f"{name} must have shape (n, d); got shape {X.shape}. Use X[:, None] for one input "
-                           "dimension.")
+        remedy = (f"use {name}[:, None] for one input dimension" if X.ndim == 1 else
+                  f"flatten each case's inputs into one row, {name}.reshape(len({name}), -1)" if X.ndim > 2 else
+                  "pass one row per case")
+        raise GPClassError(f"{name} must have shape (n, d), one row per case and one column per input; got shape "
+                           f"{X.shape}: {remedy}.")
     if X.shape[0] == 0 and not allow_empty:
-        raise GPClassError(f"{name} is empty (shape {X.shape}); at least one case is needed.")
+        raise GPClassError(f"{name} is empty (shape {X.shape}); pass at least one case (one row).")
     if not jnp.issubdtype(X.dtype, jnp.floating):
         X = X.astype(jnp.result_type(float))
     elif jnp.finfo(X.dtype).bits < 32:  # float16, bfloat16: no factorisations; computed in float32
         X = X.astype(jnp.float32)
     checks, own = _own(checks)
-    checks.fail_if(~jnp.all(jnp.isfinite(X)), f"{name} contains NaN or infinite values.")
+    checks.fail_if(~jnp.isfinite(X), f"{name} contains NaN or infinite values{AT}; drop or impute those cases "
+                   f"(np.isfinite({name}).all(axis=1) marks the rows that are usable).",
+                   at=(f"the first: {name}[{{index}}] = {{value}}", X))
     return checks.attach(X) if own else X
 
 
@@ -87,22 +102,33 @@ def check_binary_labels(y, n: int, dtype, checks: Checks | None = None) -> Float
     Anything else, or a vector mixing 0 and -1, is an error.
     """
     y = jnp.asarray(y)
-    if y.shape != (n,):
-        raise GPClassError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
+    check_label_shape(y, n)
     if y.dtype == jnp.bool_:
         return jnp.where(y, 1.0, -1.0).astype(dtype)
     checks, own = _own(checks)
     if jnp.issubdtype(y.dtype, jnp.inexact):
-        checks.fail_if(
-            jnp.isnan(y), "binary labels contain NaN; missing labels are not supported (drop those cases)."
-        )
+        checks.fail_if(jnp.isnan(y), f"binary labels y contain NaN{AT}; missing labels are not supported: drop those "
+                       "cases.", at=("the first at y[{index}]", y))
     valid = (y == 1) | (y == -1) | (y == 0) | jnp.isnan(y)  # NaN has its own message above
-    checks.fail_if(~valid, "binary labels must be in {-1, +1}, {0, 1} or booleans.")
+    checks.fail_if(~valid, f"binary labels y must be in {{-1, +1}}, {{0, 1}} or booleans{AT}. For more than two "
+                   "classes use gpc.likelihoods.Softmax(C) with labels 0..C-1.",
+                   at=("the first that is not: y[{index}] = {value}", y))
     checks.fail_if(
-        jnp.any(y == 0) & jnp.any(y == -1), "labels mix the codings {0, 1} and {-1, +1} (both 0 and -1 occur)."
+        (y == -1) & jnp.any(y == 0),
+        f"binary labels y mix the codings {{0, 1}} and {{-1, +1}}: both 0 and -1 occur{AT}; use one coding, 0/1 "
+        "or -1/+1.", at=("the first -1 at y[{index}]", y),
     )
     labels = jnp.where(y > 0, 1.0, -1.0).astype(dtype)
     return checks.attach(labels) if own else labels
+
+
+def check_label_shape(y, n: int) -> None:
+    """Labels of shape (n,), one per row of X, else an error saying how to get them."""
+    if jnp.shape(y) != (n,):
+        remedy = ("flatten them, np.ravel(y)" if jnp.size(y) == n else
+                  f"pass the labels of the same cases as X (X has {n} rows)")
+        raise GPClassError(f"y must have shape ({n},) to match X, one label per case; got shape {jnp.shape(y)}: "
+                           f"{remedy}.")
 
 
 def check_class_labels(y, n: int, num_classes: int, dtype, checks: Checks | None = None, likelihood: str = "Softmax",
@@ -117,8 +143,9 @@ def check_class_labels(y, n: int, num_classes: int, dtype, checks: Checks | None
     checks, own = _own(checks)
     if jnp.ndim(y) == 2:
         if not soft:
-            raise GPClassError(f"{likelihood} takes integer labels 0..{num_classes - 1} of shape ({n},); rows of "
-                               "class probabilities (soft labels) are for gpc.likelihoods.Softmax.")
+            raise GPClassError(f"{likelihood} takes integer labels 0..{num_classes - 1} of shape ({n},); y has "
+                               f"shape {jnp.shape(y)}. Rows of class probabilities (soft labels) are for "
+                               "gpc.likelihoods.Softmax; for one-hot rows pass np.argmax(y, axis=1).")
         Y = _class_probabilities(y, n, num_classes, checks).astype(dtype)
         return checks.attach(Y) if own else Y
     y = _class_indices(y, n, num_classes, checks, "multi-class", likelihood)
@@ -131,14 +158,18 @@ def _class_probabilities(y, n: int, num_classes: int, checks: Checks):
     values in ``checks``)."""
     y = jnp.asarray(y)
     if y.shape != (n, num_classes):
-        raise GPClassError(f"soft labels must have shape ({n}, {num_classes}) (a row of class probabilities per "
-                           f"case); got shape {y.shape}.")
+        raise GPClassError(f"soft labels must have shape ({n}, {num_classes}), a row of class probabilities per "
+                           f"case; y has shape {y.shape}. Integer labels 0..{num_classes - 1} have shape ({n},).")
     if not jnp.issubdtype(y.dtype, jnp.floating):
-        raise GPClassError(f"soft labels must be floats (class probabilities); got dtype {y.dtype}.")
+        raise GPClassError(f"soft labels must be floats (class probabilities); y has dtype {y.dtype}: pass "
+                           "y.astype(float), or integer labels of shape (n,).")
     tol = 1e-6 if y.dtype == jnp.float64 else 1e-4
-    checks.fail_if(~jnp.isfinite(y) | (y < 0), "soft labels must be finite probabilities >= 0.")
-    checks.fail_if(jnp.abs(jnp.sum(y, axis=1) - 1.0) > tol,
-                   f"each row of soft labels must sum to one (to {tol:g}): they are a case's class probabilities.")
+    checks.fail_if(~jnp.isfinite(y) | (y < 0), f"soft labels y must be finite probabilities >= 0{AT}.",
+                   at=("the first that is not: y[{index}] = {value}", y))
+    sums = jnp.sum(y, axis=1)
+    checks.fail_if(jnp.abs(sums - 1.0) > tol,
+                   f"each row of soft labels y must sum to one (to {tol:g}): a case's class probabilities{AT}; "
+                   "normalise the rows, y / y.sum(axis=1, keepdims=True).", at=("row {index} sums to {value}", sums))
     return y
 
 
@@ -157,23 +188,22 @@ def _class_indices(y, n: int, num_classes: int, checks: Checks, kind: str, likel
     """``y`` as an array of class indices 0..num_classes-1: its shape and dtype checked now, its values (whole,
     not NaN, in range) added to ``checks``; ``kind`` and ``likelihood`` name the labels in the messages."""
     y = jnp.asarray(y)
-    if y.shape != (n,):
-        raise GPClassError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
+    check_label_shape(y, n)
     if y.dtype == jnp.bool_ or not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
-        raise GPClassError(f"{kind} labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
+        raise GPClassError(f"{kind} labels must be integers 0..{num_classes - 1}; y has dtype {y.dtype}: encode "
+                           "the classes as integers, e.g. np.unique(y, return_inverse=True)[1].")
+    last = num_classes - 1
     if jnp.issubdtype(y.dtype, jnp.floating):
-        checks.fail_if(
-            jnp.isnan(y),
-            f"{kind} labels contain NaN; they must be whole numbers 0..{num_classes - 1} "
-            "(missing labels are not supported: drop those cases).",
-        )
-        checks.fail_if(
-            (y != jnp.round(y)) & ~jnp.isnan(y),
-            f"{kind} labels must be whole numbers 0..{num_classes - 1} (got a fraction).",
-        )
+        checks.fail_if(jnp.isnan(y), f"{kind} labels y contain NaN{AT}; they must be whole numbers 0..{last} "
+                       "(missing labels are not supported: drop those cases).", at=("the first at y[{index}]", y))
+        checks.fail_if((y != jnp.round(y)) & ~jnp.isnan(y),
+                       f"{kind} labels y must be whole numbers 0..{last}; got a fraction{AT}.",
+                       at=("the first: y[{index}] = {value}", y))
     checks.fail_if(
-        (y < 0) | (y > num_classes - 1),
-        f"{kind} labels must lie in 0..{num_classes - 1} for {likelihood}({num_classes}).",
+        (y < 0) | (y > last),
+        f"{kind} labels y must lie in 0..{last} for {likelihood}({num_classes}){AT}: number the classes "
+        f"0..{last}, or give {likelihood} the number of classes the labels hold.",
+        at=("the first outside: y[{index}] = {value}", y),
     )
     return y
 
@@ -201,9 +231,9 @@ def check_two_classes(y, checks: Checks | None = None, one_class=None):
     checks, own = _own(checks)
     checks.fail_if(
         one_class,
-        "fit: every training label is of one class; ML-II needs labels of at least two classes "
+        "fit: every training label in y is of one class; ML-II needs labels of at least two classes "
         "(with one class the evidence keeps increasing with the length scale and signal variance: "
-        "no finite maximiser).",
+        "no finite maximiser). Add cases of another class, or hold the hyperparameters fixed and call gpc.infer.",
     )
     return checks.attach(y) if own else y
 
@@ -223,11 +253,13 @@ def check_covariance(K: Float[Array, "*C n n"], checks: Checks | None = None) ->
     checks.fail_if(
         ~jnp.isfinite(K),
         "the kernel matrix K contains NaN or infinite values (a NaN or infinite hyperparameter, a zero length "
-        "scale, or inputs so large that the kernel overflows).",
+        "scale, or inputs so large that the kernel overflows): check the kernel's hyperparameters, and standardise "
+        "X (gpc.datasets.standardize).",
     )
     checks.fail_if(
         jnp.diagonal(K, axis1=-2, axis2=-1) < 0,
-        "the kernel matrix K has a negative diagonal entry (a negative prior variance): not a covariance matrix.",
+        "the kernel matrix K has a negative diagonal entry (a negative prior variance): not a covariance matrix; "
+        "check the kernel's variance parameters (a Precomputed K: its diagonal).",
     )
     return checks.attach(K) if own else K
 
@@ -238,9 +270,11 @@ def check_covariance_operator(op, checks: Checks | None = None):
     checks.fail_if(
         ~(jnp.all(jnp.isfinite(op.Phi)) & jnp.all(jnp.isfinite(op.chol_uu))),
         "the sparse prior's K_un or K_uu contains NaN or infinite values (a NaN or infinite hyperparameter or "
-        "inducing input, or a K_uu that is not positive definite: repeated inducing inputs with jitter=0).",
+        "inducing input, or a K_uu that is not positive definite: repeated inducing inputs with jitter=0): check "
+        "the hyperparameters and the inducing inputs Z of gpc.Sparse(kernel, Z), or give Sparse a positive jitter.",
     )
-    checks.fail_if(~jnp.isfinite(op.g), "the kernel's prior variances diag K contain NaN or infinite values.")
+    checks.fail_if(~jnp.isfinite(op.g), "the kernel's prior variances diag K contain NaN or infinite values: check "
+                   "the kernel's hyperparameters, and standardise X (gpc.datasets.standardize).")
     return checks.attach(op) if own else op
 
 
@@ -285,7 +319,8 @@ def as_float(value) -> Array:
     ``gpc.fit`` can fit.
     """
     if not isinstance(value, jax.Array) and np.asarray(value).dtype.kind not in "biufc":  # tracers are jax.Arrays
-        raise GPClassError(f"a hyperparameter must be a number or an array of numbers; got {value!r}.")
+        raise GPClassError(f"a hyperparameter must be a number or an array of numbers; got {value!r} (of type "
+                           f"{type(value).__name__}): pass a float such as 1.0, or an array of floats.")
     value = jnp.asarray(value)
     if not jnp.issubdtype(value.dtype, jnp.inexact):
         value = value.astype(jnp.result_type(float))

@@ -250,6 +250,10 @@ def test_infinite_training_inputs_are_an_error():
     raises_everywhere(
         laplace, (SE, X_inf, Y), "X contains NaN or infinite", lambda: gpc.infer(gpc.Laplace(), SE, LOGISTIC, X_inf, Y)
     )
+    # Called directly, the error names the first offending entry and its value, and the remedy.
+    with pytest.raises(gpc.GPClassError, match=r"X contains NaN or infinite values \(the first: X\[1, 0\] = inf\); "
+                       "drop or impute those cases"):
+        gpc.infer(gpc.Laplace(), SE, LOGISTIC, X_inf, Y)
     X_big = X * 1e200  # finite inputs, but the kernel overflows
     raises_everywhere(laplace, (SE, X_big, Y), "kernel matrix K contains NaN or infinite")
 
@@ -260,6 +264,8 @@ def test_non_finite_test_inputs_are_an_error(bad):
     X_bad = X_TEST.copy()
     X_bad[1, 1] = bad
     raises_everywhere(predict, (post, X_bad), "X_test contains NaN or infinite", lambda: gpc.predict(post, X_bad))
+    with pytest.raises(gpc.GPClassError, match=rf"\(the first: X_test\[1, 1\] = {bad}\); drop or impute"):
+        gpc.predict(post, X_bad)
     with pytest.raises(Exception, match="X_test contains NaN or infinite"):
         gpc.predict_latent(post, X_bad)
 
@@ -268,10 +274,12 @@ def test_nan_labels_are_an_error():
     y = Y.copy()
     y[1] = np.nan
     raises_everywhere(
-        laplace, (SE, X, y), "binary labels contain NaN", lambda: gpc.infer(gpc.Laplace(), SE, LOGISTIC, X, y)
+        laplace, (SE, X, y), "binary labels y contain NaN", lambda: gpc.infer(gpc.Laplace(), SE, LOGISTIC, X, y)
     )
+    with pytest.raises(gpc.GPClassError, match=r"y contain NaN \(the first at y\[1\]\); .*drop those cases"):
+        gpc.infer(gpc.Laplace(), SE, LOGISTIC, X, y)
     labels = np.array([0.0, np.nan, 2.0])
-    raises_everywhere(laplace_softmax, (SE, X, labels), "multi-class labels contain NaN")
+    raises_everywhere(laplace_softmax, (SE, X, labels), "multi-class labels y contain NaN")
 
 
 # --- parameter shapes that do not fit the inputs (static: ValueError while tracing) ------------------------

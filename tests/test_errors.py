@@ -158,3 +158,46 @@ def test_a_failed_solve_names_the_method_its_test_and_the_remedy():
     assert text.startswith("Laplace did not converge (MAX_STEPS)")
     assert "the full Newton step changes f" in text and "gpc.Laplace(max_steps=...)" in text and "throw=False" in text
     assert "sample" not in text and "gtol" not in text
+
+
+def test_a_returned_check_names_the_first_offending_entry_and_its_value():
+    """Called directly, an entry point's value checks say where the input fails (index and value) and what to
+    do; under a transformation the same check raises from the program without the place (static text)."""
+    from gpclass._errors import entry_point
+    from gpclass._validation import Checks, check_binary_labels, check_class_labels
+
+    @entry_point
+    def labels(y, classes):
+        checks = Checks()
+        out = check_class_labels(y, y.shape[0], 3, np.float64, checks, soft=True) if classes else \
+            check_binary_labels(y, y.shape[0], np.float64, checks)
+        return checks.attach(out)
+
+    cases = [
+        (np.array([1.0, -1.0, 0.5, 2.0]), False, r"binary labels y must be in .*\(the first that is not: y\[2\] = 0.5\)"
+         r"\. For more than two classes use gpc.likelihoods.Softmax\(C\)"),
+        (np.array([1.0, 0.0, -1.0, 1.0]), False, r"mix the codings .*\(the first -1 at y\[2\]\); use one coding"),
+        (np.array([0, 1, 2, 5, 1]), True, r"multi-class labels y must lie in 0..2 for Softmax\(3\) \(the first "
+         r"outside: y\[3\] = 5\): number the classes 0..2"),
+        (np.array([0.0, 1.0, 1.5]), True, r"y must be whole numbers 0..2; got a fraction \(the first: y\[2\] = 1.5\)"),
+        (np.array([[1.0, 0.0, 0.0], [0.2, 0.2, 0.2]]), True, r"soft labels y must sum to one .*\(row 1 sums to 0.6\); "
+         r"normalise the rows"),
+    ]
+    for y_bad, classes, message in cases:
+        with pytest.raises(gpc.GPClassError, match=message):
+            labels(y_bad, classes)
+    # Inside the user's jit the check raises from the program: the same message without its place.
+    with pytest.raises(Exception, match=r"must lie in 0..2 for Softmax\(3\): number the classes") as caught:
+        jax.block_until_ready(jax.jit(lambda y: labels(y, True))(np.array([0, 1, 2, 5, 1])))
+    assert "the first" not in str(caught.value).split("must lie in")[1].split("\n")[0]
+
+
+@pytest.mark.parametrize("y_bad, message", [
+    (np.ones((7, 1)), r"y must have shape \(7,\) to match X, one label per case; got shape \(7, 1\): flatten them"),
+    (np.ones(5), r"got shape \(5,\): pass the labels of the same cases as X \(X has 7 rows\)"),
+], ids=["column", "length"])
+def test_a_shape_error_names_the_argument_its_shape_and_the_remedy(y_bad, message):
+    with pytest.raises(gpc.GPClassError, match=message):
+        gpc.infer(gpc.Laplace(), KERNEL, LIK, X, y_bad)
+    with pytest.raises(gpc.GPClassError, match=r"X must have shape \(n, d\).*got shape \(7,\): use X\[:, None\]"):
+        gpc.infer(gpc.Laplace(), KERNEL, LIK, X[:, 0], y)
