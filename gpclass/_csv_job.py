@@ -108,7 +108,9 @@ def add_arguments(parser) -> None:
 
 
 def check_arguments(args, parser) -> None:
-    """Options of one job given to the other are usage errors (exit status 2)."""
+    """Options of one job given to the other are usage errors (exit status 2).  Keeps the program's name
+    (``args.prog``) for the data errors of :func:`main`, which name the command as the usage errors do."""
+    args.prog = parser.prog
     csv_only = ["target", "features", "drop_missing", "test_fraction", "folds", "report", "plot", "ordinal", "order"]
     if args.kernel == "nn" and args.ard:
         parser.error("--kernel nn (GPML's covNNone) has one length scale; --ard is not available for it")
@@ -187,7 +189,7 @@ def main(args, enable_cache) -> None:
                             f"(--method laplace), not --method {args.method}")
         splits = make_splits(args, codes, names)
     except DataError as error:
-        raise SystemExit(f"python -m gpclass: error: {error}") from None
+        raise SystemExit(f"{getattr(args, 'prog', 'gpclass')}: error: {error}") from None
     read_time = time.perf_counter() - start
     enable_cache()
     if args.float32:
@@ -232,14 +234,15 @@ def make_splits(args, codes, names):
     n = len(codes)
     if args.folds is not None:
         if args.folds > n:
-            raise DataError(f"--folds {args.folds} is more than the {n} cases")
+            raise DataError(f"--folds {args.folds} is more than the {n} cases: use at most {n} folds")
         splits = gpc.datasets.kfold_indices(n, args.folds, args.seed)
     else:
         fraction = 0.3 if args.test_fraction is None else args.test_fraction
         num_test = int(round(fraction * n))
         if not 1 <= num_test <= n - 2:
             raise DataError(f"--test-fraction {fraction} of {n} cases leaves {num_test} test and "
-                            f"{n - num_test} training cases; need at least 1 and 2")
+                            f"{n - num_test} training cases; at least 1 test and 2 training cases are needed: choose "
+                            "another --test-fraction")
         perm = np.random.default_rng(args.seed).permutation(n)  # as gpc.datasets.train_test_split
         splits = [(perm[num_test:], perm[:num_test])]
     coded = [-1.0, 1.0] if len(names) == 2 and not args.ordinal else range(len(names))

@@ -49,17 +49,19 @@ def read_csv(path, target, features=None, drop_missing=False, delimiter=",") -> 
     except OSError as error:
         raise DataError(f"cannot read {path}: {error.strerror or error}") from None
     except (UnicodeDecodeError, csv.Error) as error:
-        raise DataError(f"cannot read {path} as UTF-8 CSV: {error}") from None
+        raise DataError(f"cannot read {path} as UTF-8 CSV: {error}; save it as UTF-8 text") from None
     columns = [name.strip() for name in header]
     _check_header(path, columns)
     features = _feature_columns(path, columns, target, features)
     if not features:
-        raise DataError(f"no feature columns: {path} has only the target column {target!r}")
+        raise DataError(f"no feature columns: {path} has only the target column {target!r}; the features are the "
+                        "other columns")
     if not rows:
         raise DataError(f"{path} has a header but no data rows")
     for line, row in rows:
         if len(row) != len(columns):
-            raise DataError(f"line {line} of {path} has {len(row)} fields, the header has {len(columns)}")
+            raise DataError(f"line {line} of {path} has {len(row)} fields, the header has {len(columns)}: check the "
+                            f"delimiter (--delimiter, now {delimiter!r}) and the quoting of fields that contain it")
 
     used = [columns.index(name) for name in [*features, target]]
     missing = [(line, columns[j]) for line, row in rows for j in used if row[j].strip().lower() in MISSING]
@@ -70,7 +72,8 @@ def read_csv(path, target, features=None, drop_missing=False, delimiter=",") -> 
     drop = {line for line, _ in missing}
     kept = [(line, row) for line, row in rows if line not in drop]
     if not kept:
-        raise DataError(f"every row of {path} has a missing value in a used column")
+        raise DataError(f"every row of {path} has a missing value in a used column: choose columns with --features, "
+                        "or fill in the values")
     X = np.empty((len(kept), len(features)))
     for k, name in enumerate(features):
         j = columns.index(name)
@@ -82,25 +85,29 @@ def read_csv(path, target, features=None, drop_missing=False, delimiter=",") -> 
 def _feature_columns(path, columns, target, features) -> list[str]:
     """The feature columns: every column but the target by default, else ``features``, checked against the header."""
     if target not in columns:
-        raise DataError(f"no column {target!r} in {path}; its columns are: {', '.join(columns)}")
+        raise DataError(f"no column {target!r} in {path}; its columns are: {', '.join(columns)} (--target names the "
+                        "column of class labels)")
     if features is None:
         return [name for name in columns if name != target]
     unknown = [name for name in features if name not in columns]
     if unknown:
-        raise DataError(f"no column {unknown[0]!r} in {path}; its columns are: {', '.join(columns)}")
+        raise DataError(f"no column {unknown[0]!r} in {path}; its columns are: {', '.join(columns)} (--features "
+                        "lists feature columns)")
     if target in features:
-        raise DataError(f"the target {target!r} cannot also be a feature")
+        raise DataError(f"the target {target!r} cannot also be a feature: leave it out of --features")
     if len(set(features)) != len(features):
-        raise DataError("--features names a column twice")
+        raise DataError(f"--features names {next(f for f in features if features.count(f) > 1)!r} twice: list each "
+                        "column once")
     return list(features)
 
 
 def _check_header(path, columns) -> None:
     if any(not name for name in columns):
-        raise DataError(f"column {columns.index('') + 1} of the header of {path} has no name")
+        raise DataError(f"column {columns.index('') + 1} of the header of {path} has no name: name every column in "
+                        "the header row")
     duplicates = sorted({name for name in columns if columns.count(name) > 1})
     if duplicates:
-        raise DataError(f"the header of {path} names {duplicates[0]!r} twice")
+        raise DataError(f"the header of {path} names {duplicates[0]!r} twice: give each column its own name")
     if all(_is_number(name) for name in columns):
         raise DataError(f"the first row of {path} is all numbers ({', '.join(columns[:4])}"
                         f"{', ...' if len(columns) > 4 else ''}): a header row naming the columns is required")
@@ -124,7 +131,8 @@ def _numeric_column(path, name, values) -> np.ndarray:
     out = np.array([float(text) for _, text in values])
     if not np.all(np.isfinite(out)):
         line, text = values[int(np.argmin(np.isfinite(out)))]
-        raise DataError(f"column {name!r} has the non-finite value {text!r} on line {line} of {path}")
+        raise DataError(f"column {name!r} has the non-finite value {text!r} on line {line} of {path}: fix that value "
+                        "or remove the row")
     return out
 
 
@@ -177,7 +185,7 @@ def ordinal_codes(table, order=None):
         return class_codes(table, binary_signs=False)
     names = split_names(order)
     if len(set(names)) != len(names):
-        raise DataError(f"--order names {next(n for n in names if names.count(n) > 1)!r} twice")
+        raise DataError(f"--order names {next(n for n in names if names.count(n) > 1)!r} twice: list each value once")
     rank = {name: k for k, name in enumerate(names)}
     unknown = sorted({label for label in labels if label not in rank})
     if unknown:

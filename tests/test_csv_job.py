@@ -177,7 +177,7 @@ GOOD = "a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,8,y\n"
 
 
 @pytest.mark.parametrize("text, argv, message", [
-    (GOOD, ["--target", "class"], "no column 'class' in .*; its columns are: a, b, label"),
+    (GOOD, ["--target", "class"], r"no column 'class' in .*; its columns are: a, b, label \(--target names"),
     ("a,b,label\n1,2,x\n3,oops,y\n5,zz,x\n7,8,y\n", ["--target", "label"],
      r"column 'b' is not numeric: 'oops' on line 3 .*\(2 such values\)"),
     ("a,b,label\n1,2,x\n3,4,x\n5,6,x\n", ["--target", "label"], "has one class only \\('x', 3 rows\\)"),
@@ -187,20 +187,25 @@ GOOD = "a,b,label\n1,2,x\n3,4,y\n5,6,x\n7,8,y\n"
     ("a,b,label\n", ["--target", "label"], "has a header but no data rows"),
     ("a,b,label\n1,,x\n3,4,y\n5,NA,x\n7,8,y\n", ["--target", "label"],
      "column 'b' has a missing value on line 2 \\(2 rows in all have one\\); --drop-missing"),
-    ("a,b,label\n1,2,x\n3,4\n", ["--target", "label"], "line 3 of .* has 2 fields, the header has 3"),
-    ("a,b,label\n1,inf,x\n3,4,y\n", ["--target", "label"], "column 'b' has the non-finite value 'inf' on line 2"),
+    ("a,b,label\n1,2,x\n3,4\n", ["--target", "label"], "line 3 of .* has 2 fields, the header has 3: check the "
+     "delimiter"),
+    ("a,b,label\n1,inf,x\n3,4,y\n", ["--target", "label"], "column 'b' has the non-finite value 'inf' on line 2 .*: "
+     "fix that value or remove the row"),
     (GOOD, ["--target", "label", "--features", "a,c"], "no column 'c'"),
-    (GOOD, ["--target", "label", "--features", "a,label"], "the target 'label' cannot also be a feature"),
-    ("a,a,label\n1,2,x\n", ["--target", "label"], "names 'a' twice"),
+    (GOOD, ["--target", "label", "--features", "a,label"], "the target 'label' cannot also be a feature: leave it out"),
+    (GOOD, ["--target", "label", "--features", "a,b,a"], "--features names 'a' twice: list each column once"),
+    ("a,a,label\n1,2,x\n", ["--target", "label"], "names 'a' twice: give each column its own name"),
     ("a,b,label\n1,2,x\n3,4,y\n5,6,z\n7,8,x\n8,9,y\n9,0,z\n", ["--target", "label", "--method", "ep"],
      "3 classes: multi-class classification is softmax Laplace only"),
     ("a,label\n" + "".join(f"{i},{i}\n" for i in range(10)), ["--target", "label"], "10 distinct values in 10 rows"),
-    (GOOD, ["--target", "label", "--test-fraction", "0.9"], "leaves 4 test and 0 training cases"),
+    (GOOD, ["--target", "label", "--test-fraction", "0.9"], "leaves 4 test and 0 training cases; .*: choose another "
+     "--test-fraction"),
 ])
 def test_bad_files_stop_with_a_message_naming_the_problem(tmp_path, text, argv, message):
     with pytest.raises(SystemExit, match=message) as error:
         main(["--csv", bad(tmp_path, text), *argv, "--no-cache"])
-    assert str(error.value).startswith("python -m gpclass: error: ")  # one line on stderr, exit status 1
+    # One line on stderr, exit status 1, naming the program as its usage errors do (main's prog: "gpclass").
+    assert str(error.value).startswith("gpclass: error: ")
 
 
 def test_a_missing_file_and_a_class_missing_from_a_training_fold(tmp_path):

@@ -115,7 +115,7 @@ def test_bad_orders_stop_with_a_message(tmp_path, data, labels, argv, message):
     path = write_csv(tmp_path / "d.csv", X, labels[y % len(labels)])
     with pytest.raises(SystemExit, match=message) as error:
         main(["--csv", path, "--target", "level", "--ordinal", *argv, "--no-cache"])
-    assert str(error.value).startswith("python -m gpclass: error: ")
+    assert str(error.value).startswith("gpclass: error: ")  # the program's name, as in its usage errors
 
 
 @pytest.mark.parametrize("argv, message", [
