@@ -22,6 +22,21 @@ class AbstractKernel(eqx.Module):
     matrix has a cheaper closed form (squared distances through a matrix
     product) override :meth:`gram`.  ``k1 + k2`` and ``k1 * k2`` build sums and
     products.
+
+    Example: a kernel of your own is an equinox module with :meth:`evaluate` (its hyperparameters are fields,
+    which ``gpc.fit`` fits like the built-in kernels')::
+
+        >>> class Brownian(gpc.kernels.AbstractKernel):  # variance * min(x, x'): Brownian motion on x >= 0
+        ...     variance: float = 1.0
+        ...     def evaluate(self, x1, x2):
+        ...         return self.variance * jnp.minimum(x1[0], x2[0])
+        >>> X = jnp.array([[1.0], [2.0], [3.0]])
+        >>> print(Brownian().gram(X))
+        [[1. 1. 1.]
+         [1. 2. 2.]
+         [1. 2. 3.]]
+        >>> print((Brownian(2.0) + gpc.kernels.White(0.5)).diag(X))
+        [2.5 4.5 6.5]
     """
 
     @abc.abstractmethod
@@ -67,7 +82,16 @@ class AbstractKernel(eqx.Module):
 
 
 class Sum(AbstractKernel):
-    """k(x, x') = k1(x, x') + k2(x, x')."""
+    """k(x, x') = k1(x, x') + k2(x, x'): what ``k1 + k2`` builds (a kernel plus a bias, or plus white noise).
+
+    Example::
+
+        >>> k = gpc.kernels.SquaredExponential() + gpc.kernels.Constant(0.5)
+        >>> isinstance(k, gpc.kernels.Sum)
+        True
+        >>> float(k.evaluate(jnp.zeros(2), jnp.zeros(2)))  # 1 + 0.5
+        1.5
+    """
 
     k1: AbstractKernel
     k2: AbstractKernel
@@ -87,7 +111,16 @@ class Sum(AbstractKernel):
 
 
 class Product(AbstractKernel):
-    """k(x, x') = k1(x, x') * k2(x, x')."""
+    """k(x, x') = k1(x, x') * k2(x, x'): what ``k1 * k2`` builds.
+
+    Example::
+
+        >>> k = gpc.kernels.Linear() * gpc.kernels.Linear()  # (x . x')^2
+        >>> isinstance(k, gpc.kernels.Product)
+        True
+        >>> float(k.evaluate(jnp.array([1.0, 2.0]), jnp.array([3.0, 1.0])))  # (3 + 2)^2
+        25.0
+    """
 
     k1: AbstractKernel
     k2: AbstractKernel
@@ -112,8 +145,9 @@ class Scale(AbstractKernel):
 
     Example::
 
-        >>> import gpclass as gpc
         >>> k = gpc.kernels.Scale(gpc.kernels.CategoricalOverlap(0.7), variance=2.0)
+        >>> print(k.diag(jnp.array([[0.0, 1.0], [2.0, 1.0]])))
+        [2. 2.]
     """
 
     kernel: AbstractKernel
@@ -148,8 +182,9 @@ class Exponentiation(AbstractKernel):
 
     Example::
 
-        >>> import gpclass as gpc
         >>> k = gpc.kernels.Exponentiation(gpc.kernels.Linear() + gpc.kernels.Constant(), 3)  # a cubic
+        >>> float(k.evaluate(jnp.array([1.0]), jnp.array([2.0])))  # (1 * 2 + 1)^3
+        27.0
     """
 
     kernel: AbstractKernel
@@ -181,9 +216,18 @@ class OnDims(AbstractKernel):
     """k(x, x') = base(x[dims], x'[dims]): a kernel that sees only some input columns.
 
     Builds kernels that treat features differently, e.g. Kim & Ghahramani's
-    eq. 10 with continuous and categorical features::
+    eq. 10 with continuous and categorical features,
+    ``OnDims(SquaredExponential(v0, ell_c), continuous) * OnDims(CategoricalOverlap(ell_d), discrete)``.
 
-        OnDims(SquaredExponential(v0, ell_c), continuous) * OnDims(CategoricalOverlap(ell_d), discrete)
+    Example::
+
+        >>> k = gpc.kernels.OnDims(gpc.kernels.SquaredExponential(), [0])  # column 1 is ignored
+        >>> print(np.asarray(k.gram(jnp.array([[0.0, 5.0], [1.0, -5.0]]))).round(3))
+        [[1.    0.607]
+         [0.607 1.   ]]
+        >>> mixed = k * gpc.kernels.OnDims(gpc.kernels.CategoricalOverlap(1.0), [1])  # Kim & Ghahramani's eq. 10
+        >>> round(float(mixed.evaluate(jnp.array([0.0, 2.0]), jnp.array([0.0, 3.0]))), 3)  # categories differ
+        0.607
     """
 
     base: AbstractKernel

@@ -18,6 +18,16 @@ class CategoricalOverlap(AbstractKernel):
     kernel that has one (``SquaredExponential`` on the continuous features, or
     ``Constant``).  ``lengthscale`` is a scalar or has one entry per feature
     (ARD); categories are any exactly representable numbers (codes).
+
+    Example::
+
+        >>> k = gpc.kernels.CategoricalOverlap(lengthscale=1.0)
+        >>> X = jnp.array([[0.0, 1.0], [0.0, 2.0], [1.0, 2.0]])  # two categorical features, as codes
+        >>> print(np.asarray(k.gram(X)).round(3))  # exp(-1/2) per feature that differs
+        [[1.    0.607 0.368]
+         [0.607 1.    0.607]
+         [0.368 0.607 1.   ]]
+        >>> k = gpc.kernels.Constant(2.0) * k  # a signal variance of 2
     """
 
     lengthscale: Float[Array, "*d"] = eqx.field(converter=as_float, default=1.0)

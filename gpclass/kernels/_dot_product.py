@@ -34,9 +34,10 @@ class Polynomial(AbstractKernel):
 
     Example::
 
-        >>> import numpy as np, gpclass as gpc
-        >>> k = gpc.kernels.Polynomial(variance=0.5, offset=1.0, degree=3)
-        >>> K = k.gram(np.random.default_rng(0).normal(size=(5, 2)))
+        >>> k = gpc.kernels.Polynomial(variance=0.5, offset=1.0, degree=2)
+        >>> print(k.gram(jnp.array([[1.0, 2.0], [3.0, 1.0]])))  # 0.5 * (x . x' + 1)^2
+        [[18.  18. ]
+         [18.  60.5]]
     """
 
     variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
@@ -79,9 +80,11 @@ class NeuralNetwork(AbstractKernel):
 
     Example::
 
-        >>> import numpy as np, gpclass as gpc
         >>> k = gpc.kernels.NeuralNetwork(variance=1.0, lengthscale=2.0)
-        >>> K = k.gram(np.random.default_rng(0).normal(size=(5, 2)))
+        >>> X = jnp.array([[0.0], [1.0]])
+        >>> print(np.asarray(k.gram(X)).round(3))  # K[0, 0] = asin(1 / 5), K[1, 1] = asin(2 / 6)
+        [[0.201 0.184]
+         [0.184 0.34 ]]
     """
 
     variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)

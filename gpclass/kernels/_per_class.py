@@ -20,6 +20,17 @@ class PerClass(AbstractKernel):
     ``gram`` and ``diag`` ``vmap`` over the class axis and return arrays with
     a leading axis of length C.  A plain kernel (no ``PerClass``) is shared
     by all classes.  Only the multi-class (softmax) inference uses it.
+
+    Example::
+
+        >>> SE = gpc.kernels.SquaredExponential
+        >>> k = gpc.kernels.PerClass([SE(variance=1.0, lengthscale=1.0), SE(variance=2.0, lengthscale=0.5)])
+        >>> X = jnp.zeros((4, 3))
+        >>> k.num_classes, k.gram(X).shape  # one 4 x 4 block per class
+        (2, (2, 4, 4))
+        >>> print(k.diag(X))
+        [[1. 1. 1. 1.]
+         [2. 2. 2. 2.]]
     """
 
     kernels: AbstractKernel

@@ -24,12 +24,17 @@ class Precomputed(AbstractKernel):
 
     Example::
 
-        >>> import numpy as np, gpclass as gpc
-        >>> K = np.exp(-np.subtract.outer(np.arange(6.0), np.arange(6.0)) ** 2)  # six items
+        >>> K = np.array([[2.0, 1.0, 0.5], [1.0, 2.0, 1.0], [0.5, 1.0, 2.0]])  # three items
         >>> kernel = gpc.kernels.Precomputed(K)
-        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(),
-        ...                  np.arange(4.0)[:, None], np.array([1.0, 1.0, -1.0, -1.0]))
-        >>> p = gpc.predict(post, np.array([[4.0], [5.0]]))  # items 4 and 5
+        >>> X, X_test = np.array([[0.0], [2.0]]), np.array([[1.0]])  # train on items 0 and 2, predict item 1
+        >>> print(kernel.gram(X))
+        [[2.  0.5]
+         [0.5 2. ]]
+        >>> print(kernel.gram(X_test, X))
+        [[1. 1.]]
+
+    ``gpc.infer(method, kernel, likelihood, X, y)`` and ``gpc.predict(posterior, X_test)`` then take these
+    item numbers as they take inputs.
 
     ``from_blocks(K_train, K_cross, k_test)`` builds one from a training Gram matrix, the
     training-by-test cross-covariances and the test variances, which is what prediction needs;

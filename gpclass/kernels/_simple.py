@@ -9,7 +9,16 @@ from ._base import AbstractKernel, check_scalar, check_variance
 
 
 class Linear(AbstractKernel):
-    """k(x, x') = variance * x . x'  (GPML eq. 4.22, covLINiso with variance = 1/l^2)."""
+    """k(x, x') = variance * x . x'  (GPML eq. 4.22, covLINiso with variance = 1/l^2).
+
+    Example::
+
+        >>> k = gpc.kernels.Linear(variance=0.5)
+        >>> print(k.gram(jnp.array([[1.0, 2.0], [3.0, 1.0]])))  # 0.5 * [[5, 5], [5, 10]]
+        [[2.5 2.5]
+         [2.5 5. ]]
+        >>> affine = gpc.kernels.Linear() + gpc.kernels.Constant(1.0)  # with a bias: GP logistic regression
+    """
 
     variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
 
@@ -27,7 +36,15 @@ class Linear(AbstractKernel):
 
 
 class Constant(AbstractKernel):
-    """k(x, x') = variance: a bias on the latent function (Gibbs & MacKay's theta2)."""
+    """k(x, x') = variance: a bias on the latent function (Gibbs & MacKay's theta2).
+
+    Example::
+
+        >>> print(gpc.kernels.Constant(0.5).gram(jnp.zeros((2, 3))))
+        [[0.5 0.5]
+         [0.5 0.5]]
+        >>> k = gpc.kernels.SquaredExponential() + gpc.kernels.Constant(0.5)  # an SE prior with a random offset
+    """
 
     variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
 
@@ -52,6 +69,16 @@ class White(AbstractKernel):
     training cases at the same input still get independent noise.  ``diag``
     returns ``variance``: a test latent carries the same noise (Gibbs & MacKay's
     J delta, Kim & Ghahramani's v2 delta).
+
+    Example::
+
+        >>> k = gpc.kernels.SquaredExponential() + gpc.kernels.White(0.1)  # latent noise (jitter) on the SE
+        >>> X = jnp.array([[0.0], [0.0]])                                    # one input, two training cases
+        >>> print(np.asarray(k.gram(X)).round(3))
+        [[1.1 1. ]
+         [1.  1.1]]
+        >>> print(gpc.kernels.White(0.1).gram(jnp.ones((1, 1)), X))  # test against training: no noise shared
+        [[0. 0.]]
     """
 
     variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)

@@ -48,8 +48,8 @@ def squared_distances(X1: Float[Array, "n d"], X2: Float[Array, "m d"] | None = 
 
     The centred inputs pass an ``optimization_barrier``: inputs that are constants of the program (data
     closed over by a jitted function) would otherwise have their distances computed by XLA's constant
-    folding, 4.5 s of compile time at n = 1000, d = 256 (against 1.1 s for the whole value and gradient of
-    log q).
+    folding, at compile time, which at large n and d took longer than compiling the whole value and gradient
+    of log q (see benchmarks/README.md, ``before_after.py``).
     """
     X1, B = centred(X1, X2)
     if scale is not None:
@@ -114,7 +114,8 @@ def centred(X1: Float[Array, "n d"], X2: Float[Array, "m d"] | None = None):
     held constant for differentiation (the differences do not depend on it), so gradients with respect to
     the inputs (inducing inputs) are those of the differences themselves.  The inputs pass an
     ``optimization_barrier`` first: for data that is a constant of the program XLA would otherwise fold
-    the range's reductions at compile time (over a second for 2000 x 256 inputs, with an alarm on stderr).
+    the range's reductions at compile time (slow for large inputs, with an alarm on stderr; see
+    benchmarks/README.md, ``before_after.py``).
     """
     if X1.shape[0] == 0:  # no rows (an empty test set): nothing to centre on
         return X1, X2
@@ -208,6 +209,18 @@ class SquaredExponential(_Stationary):
     An isotropic length scale divides the squared distances of the unscaled inputs (``scaled_squared_distances``):
     they do not depend on the hyperparameters (a fit's loop computes them once) and the derivative in l is
     elementwise, where scaling the inputs first puts an n m d matrix product into every gradient.
+
+    Example::
+
+        >>> k = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> X = jnp.array([[0.0], [1.0], [2.0]])
+        >>> print(np.asarray(k.gram(X)).round(3))  # exp(-1/2) one length scale apart, exp(-2) two
+        [[1.    0.607 0.135]
+         [0.607 1.    0.607]
+         [0.135 0.607 1.   ]]
+        >>> ard = gpc.kernels.SquaredExponential(lengthscale=jnp.array([1.0, 10.0]))  # ARD: one per input
+        >>> ard.gram(jnp.ones((5, 2)), jnp.zeros((3, 2))).shape  # test-by-training covariances
+        (5, 3)
     """
 
     def profile(self, r2):
@@ -274,9 +287,13 @@ class Matern12(_Stationary):
 
     Example::
 
-        >>> import numpy as np, gpclass as gpc
+        >>> k = gpc.kernels.Matern12(variance=1.0, lengthscale=1.0)
+        >>> print(np.asarray(k.gram(jnp.array([[0.0], [1.0]]))).round(3))  # exp(-1) one length scale apart
+        [[1.    0.368]
+         [0.368 1.   ]]
         >>> k = gpc.kernels.Matern12(variance=2.0, lengthscale=np.array([0.5, 3.0]))  # ARD on 2 inputs
-        >>> K = k.gram(np.random.default_rng(0).normal(size=(5, 2)))
+        >>> k.gram(np.random.default_rng(0).normal(size=(5, 2))).shape
+        (5, 5)
     """
 
     def profile(self, r2):
@@ -302,9 +319,10 @@ class Matern32(_Stationary):
 
     Example::
 
-        >>> import numpy as np, gpclass as gpc
-        >>> k = gpc.kernels.Matern32(variance=1.0, lengthscale=1.5)
-        >>> K = k.gram(np.random.default_rng(0).normal(size=(5, 2)))
+        >>> k = gpc.kernels.Matern32(variance=1.0, lengthscale=1.0)
+        >>> print(np.asarray(k.gram(jnp.array([[0.0], [1.0]]))).round(3))  # (1 + sqrt 3) exp(-sqrt 3) at r = 1
+        [[1.    0.483]
+         [0.483 1.   ]]
     """
 
     def profile(self, r2):
@@ -322,9 +340,11 @@ class Matern52(_Stationary):
 
     Example::
 
-        >>> import numpy as np, gpclass as gpc
-        >>> k = gpc.kernels.Matern52(variance=1.0, lengthscale=np.array([0.5, 3.0]))
-        >>> K = k.gram(np.random.default_rng(0).normal(size=(5, 2)))
+        >>> k = gpc.kernels.Matern52(variance=1.0, lengthscale=1.0)
+        >>> print(np.asarray(k.gram(jnp.array([[0.0], [1.0]]))).round(3))  # (1 + sqrt 5 + 5/3) exp(-sqrt 5) at r = 1
+        [[1.    0.524]
+         [0.524 1.   ]]
+        >>> k = gpc.kernels.Matern52(lengthscale=np.array([0.5, 3.0]))  # ARD on 2 inputs
     """
 
     def profile(self, r2):
@@ -341,9 +361,10 @@ class RationalQuadratic(_Stationary):
 
     Example::
 
-        >>> import numpy as np, gpclass as gpc
-        >>> k = gpc.kernels.RationalQuadratic(variance=1.0, lengthscale=2.0, alpha=0.5)
-        >>> K = k.gram(np.random.default_rng(0).normal(size=(5, 3)))
+        >>> k = gpc.kernels.RationalQuadratic(variance=1.0, lengthscale=1.0, alpha=0.5)
+        >>> print(np.asarray(k.gram(jnp.array([[0.0], [1.0]]))).round(3))  # (1 + 1 / (2 alpha))^(-alpha) = 2^(-1/2)
+        [[1.    0.707]
+         [0.707 1.   ]]
     """
 
     alpha: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
@@ -376,9 +397,11 @@ class Periodic(AbstractKernel):
 
     Example::
 
-        >>> import numpy as np, gpclass as gpc
         >>> k = gpc.kernels.Periodic(variance=1.0, lengthscale=0.8, period=2.0)
-        >>> K = k.gram(np.linspace(0.0, 4.0, 9)[:, None])  # K[0, 4] = K[0, 8] = 1: one and two periods apart
+        >>> K = k.gram(np.linspace(0.0, 4.0, 9)[:, None])  # inputs 0, 0.5, ..., 4
+        >>> print(np.asarray(K[0, [2, 4, 8]]).round(3))  # half a period, one period and two periods from x = 0
+        [0.044 1.    1.   ]
+        >>> k = gpc.kernels.OnDims(k, [0]) * gpc.kernels.SquaredExponential()  # periodic in x0, decaying
     """
 
     variance: Float[Array, ""] = eqx.field(converter=as_float, default=1.0)
