@@ -34,6 +34,25 @@ class AbstractLikelihood(eqx.Module):
     (``gpc.likelihoods.Preference``'s comparisons, ``labels_per_input = False``): :meth:`prior_covariance`
     (the prior of the latent values the sites see), :meth:`site_labels` and :meth:`condition` (the
     posterior that predicts).
+
+    Example: a likelihood of your own needs :meth:`log_prob` and :meth:`predictive_probability`; Laplace's
+    derivatives come from automatic differentiation (here the probit with a scale, Phi(y f / scale))::
+
+        >>> from jax.scipy.special import log_ndtr, ndtr
+        >>> class ScaledProbit(gpc.likelihoods.AbstractLikelihood):
+        ...     scale: float = 2.0
+        ...     def log_prob(self, y, f):
+        ...         return log_ndtr(y * f / self.scale)
+        ...     def predictive_probability(self, mean, var):  # int Phi(f / scale) N(f | mean, var) df
+        ...         return ndtr(mean / jnp.sqrt(self.scale**2 + var))
+        >>> lik = ScaledProbit()
+        >>> print(np.exp(lik.log_prob(jnp.array([1.0, -1.0]), jnp.array([0.0, 0.0]))))
+        [0.5 0.5]
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, lik, X, y)
+        >>> bool(post.info.converged), gpc.predict(post, X[:3]).shape
+        (True, (3,))
     """
 
     log_concave = True

@@ -19,6 +19,15 @@ class Heaviside(AbstractLikelihood):
     Gaussian, :meth:`tilted_moments`).  Laplace's method cannot: log p(y|f) is
     0 or -inf and has no curvature, so it is marked not log-concave and
     ``gpc.Laplace`` refuses it.
+
+    Example (Kim & Ghahramani's model is ``gpc.infer(gpc.EP(), kernel + gpc.kernels.White(v2),
+    gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon), X, y)``)::
+
+        >>> lik = gpc.likelihoods.Heaviside()
+        >>> print(lik.log_prob(jnp.array([1.0, -1.0]), jnp.array([0.5, 0.5])))  # right side, wrong side
+        [  0. -inf]
+        >>> print(np.asarray(lik.predictive_probability(jnp.array([0.0, 2.0]), jnp.array([1.0, 1.0]))).round(3))
+        [0.5   0.977]
     """
 
     log_concave = False

@@ -23,6 +23,13 @@ class LabelNoise(AbstractLikelihood):
     hyperparameter (``gpc.fit`` keeps it in (0, 1/2) by a logit transform).  The likelihood is not log-concave
     (W = -d^2 log p / df^2 can be negative), so Laplace's method refuses it; EP handles it exactly
     through the closed-form mixture moments of :meth:`tilted_moments`.
+
+    Example::
+
+        >>> lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon=0.1)
+        >>> print(np.exp(lik.log_prob(jnp.array([1.0, -1.0]), jnp.array([0.5, 0.5]))).round(3))  # 1 - eps, eps
+        [0.9 0.1]
+        >>> lik = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), epsilon=0.05)  # use with gpc.EP()
     """
 
     base: AbstractLikelihood

@@ -46,6 +46,15 @@ class Logistic(AbstractLikelihood):
 
     ``log_prob`` is ``log_sigmoid`` (= -softplus(-y f)), finite for any f, with closed-form derivatives of every
     order (:func:`log_sigmoid`).
+
+    Example::
+
+        >>> lik = gpc.likelihoods.Logistic()
+        >>> print(np.exp(lik.log_prob(jnp.array([1.0, -1.0]), jnp.array([2.0, 2.0]))).round(3))  # sigma(+-2)
+        [0.881 0.119]
+        >>> p = lik.predictive_probability(jnp.array([0.0, 2.0]), jnp.array([1.0, 1.0]))  # averaged over N(f|m, v)
+        >>> print(np.asarray(p).round(3))
+        [0.5   0.845]
     """
 
     def log_prob(self, y, f):

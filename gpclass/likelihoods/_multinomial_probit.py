@@ -38,6 +38,14 @@ class MultinomialProbit(AbstractLikelihood):
     :meth:`factor_tilted_moments`).  ``gpc.MCMC()`` and ``gpc.AIS()`` use :meth:`log_prob`.  Predictions are
     exact Gaussian orthant probabilities by quadrature (:meth:`predictive_class_probability`,
     ``gpc.integrators.Exact()``, the default).
+
+    Example::
+
+        >>> lik = gpc.likelihoods.MultinomialProbit(3)
+        >>> F = jnp.array([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0]])  # latent values of two cases, one column per class
+        >>> print(np.asarray(lik.class_probabilities(F)).round(3))
+        [[0.333 0.333 0.333]
+         [0.866 0.067 0.067]]
     """
 
     num_classes: int = eqx.field(static=True)

@@ -39,10 +39,9 @@ class Ordinal(AbstractLikelihood):
 
     The model is unchanged when f, the cutpoints and sigma are scaled together (f -> c f, b -> c b,
     sigma -> c sigma): with a kernel that has a signal variance, ML-II is flat along that direction.  Hold
-    one of them fixed (Chu & Ghahramani's kernel has no signal variance), e.g. sigma::
-
-        trainable = eqx.tree_at(lambda t: t[1].noise, jax.tree.map(lambda _: True, (kernel, lik)), False)
-        result = gpc.fit(gpc.EP(), kernel, lik, X, y, trainable=trainable)
+    one of them fixed (Chu & Ghahramani's kernel has no signal variance), e.g. sigma, with
+    ``trainable = eqx.tree_at(lambda t: t[1].noise, jax.tree.map(lambda _: True, (kernel, lik)), False)``
+    and ``gpc.fit(gpc.EP(), kernel, lik, X, y, trainable=trainable)``.
 
     Numerics: every class probability comes from ``log Phi`` of the probit helpers, the middle classes as
     log(Phi(b) - Phi(a)) without cancellation (:meth:`_interval`), so log p keeps its relative accuracy
@@ -51,11 +50,18 @@ class Ordinal(AbstractLikelihood):
 
     Example::
 
-        lik = gpc.likelihoods.Ordinal(3)                          # cutpoints -0.5, 0.5, sigma = 1
-        result = gpc.fit(gpc.EP(), kernel, lik, X, y)             # y in {0, 1, 2}
-        p = gpc.predict(result.posterior, X_test)                 # (m, 3) class probabilities
-        rank = result.likelihood.mean_rank(p)                     # E[y*], (m,)
-        mean, var = gpc.predict_latent(result.posterior, X_test)  # latent moments
+        >>> lik = gpc.likelihoods.Ordinal(3)  # cutpoints -0.5, 0.5 and sigma = 1
+        >>> print(lik.cutpoints)
+        [-0.5  0.5]
+        >>> p = lik.predictive_probability(jnp.array([0.0, 2.0]), jnp.array([0.0, 0.0]))  # at f = 0 and f = 2
+        >>> print(np.asarray(p).round(3))
+        [[0.309 0.383 0.309]
+         [0.006 0.061 0.933]]
+        >>> X, t = gpc.datasets.load("pyrimidines"); X, y = X[:40, :4], gpc.datasets.equal_length_bins(t[:40], 3)
+        >>> post = gpc.infer(gpc.EP(), gpc.kernels.SquaredExponential(), lik, X, y)  # labels 0, 1, 2
+        >>> p = gpc.predict(post, X[:5])   # (5, 3) class probabilities
+        >>> lik.mean_rank(p).shape         # E[y*]
+        (5,)
     """
 
     num_classes: int = eqx.field(static=True)

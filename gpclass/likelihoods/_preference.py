@@ -43,11 +43,18 @@ class Preference(AbstractLikelihood):
 
     Example::
 
-        lik = gpc.likelihoods.Preference()                      # sigma = 1
-        pairs = jnp.array([[0, 1], [2, 1], [2, 0]])             # item 0 beat item 1, ...
-        post = gpc.infer(gpc.EP(), kernel, lik, X_items, pairs)
-        mean, var = post.latent(X_new)                          # utilities of new items
-        p = post.preference(X_new[:5], X_new[5:10])             # p(a > b) for five new pairs
+        >>> lik = gpc.likelihoods.Preference()  # sigma = 1
+        >>> print(np.asarray(lik.predictive_probability(jnp.array([0.0, 2.0]), jnp.array([0.0, 0.0]))).round(3))
+        [0.5   0.921]
+        >>> items = jnp.arange(4.0)[:, None]                     # four items, one input each
+        >>> pairs = jnp.array([[1, 0], [2, 1], [3, 2], [3, 0]])  # (winner, loser): item 1 beat item 0, ...
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, lik, items, pairs)
+        >>> mean, var = post.latent(items)  # the items' utilities
+        >>> bool(jnp.all(jnp.diff(mean) > 0))  # they rise from item 0 to item 3, as the comparisons say
+        True
+        >>> round(float(post.preference(items[3:], items[:1])[0]), 2)  # p(item 3 > item 0)
+        0.76
     """
 
     noise: Float[Array, ""]

@@ -40,8 +40,8 @@ def log_cdf_and_mills_ratio(z):
 
     * z <= 0: Phi(z) = erfcx(x) exp(-z^2/2) / 2 with erfcx(x) = exp(x^2) c, so log Phi = log(erfcx(x)/2) - z^2/2
       and r = sqrt(2/pi) / erfcx(x), without underflow (r ~ -z as z -> -inf).  Above x = 25 (8 in float32)
-      erfcx comes from its asymptotic series: ``jax.scipy.special.erfcx`` of jax 0.10.2 is exactly 0 for x in
-      [26.543, 26.642] (float64), [9.19, 9.42] (float32).
+      erfcx comes from its asymptotic series: ``jax.scipy.special.erfcx`` has been found exactly 0 on intervals
+      just above those switches (``tests/test_likelihoods.py::test_probit_tail_has_no_holes`` scans for them).
     * z > 0: Phi(z) = 1 - c/2, log Phi = log1p(-c/2) (the tiny value kept) and r = N(z) / (1 - c/2), which
       underflows smoothly to 0 past z ~ 38.6.
 
@@ -89,6 +89,17 @@ class Probit(AbstractLikelihood):
     log Phi(z) and the ratio phi(z)/Phi(z) come from the scaled complementary
     error function erfcx for z <= 0 and from log1p(-Phi(-z)) for z > 0, so the
     value and the derivatives keep full relative accuracy deep in both tails.
+
+    Example::
+
+        >>> lik = gpc.likelihoods.Probit()
+        >>> print(np.exp(lik.log_prob(jnp.array([1.0, -1.0]), jnp.array([2.0, 2.0]))).round(3))  # Phi(+-2)
+        [0.977 0.023]
+        >>> float(lik.log_prob(jnp.array([1.0]), jnp.array([-40.0]))[0]) < -800  # finite far in the tail
+        True
+        >>> p = lik.predictive_probability(jnp.array([2.0]), jnp.array([1.0]))  # Phi(2 / sqrt(1 + 1))
+        >>> round(float(p[0]), 3)
+        0.921
     """
 
     def log_prob(self, y, f):

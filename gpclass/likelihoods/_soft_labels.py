@@ -25,12 +25,15 @@ class SoftLabels(AbstractLikelihood):
     """``base`` (a binary likelihood: ``Logistic()``, ``Probit()``) for labels y in [0, 1], the probability of
     the class +1: log p(y|f) = y log p(+1|f) + (1 - y) log p(-1|f) (module docstring).
 
+    Labels 0 and 1 give exactly the hard labels -1 and +1.  With ``mask``; not with ``weights``.
+    ``gpc.infer(gpc.EP(), kernel, lik, X, jnp.array([0.9, 0.2, 1.0, 0.0]))`` takes four cases' soft labels.
+
     Example::
 
-        lik = gpc.likelihoods.SoftLabels(gpc.likelihoods.Probit())
-        posterior = gpc.infer(gpc.EP(), kernel, lik, X, jnp.array([0.9, 0.2, 1.0, 0.0]))
-
-    Labels 0 and 1 give exactly the hard labels -1 and +1.  With ``mask``; not with ``weights``.
+        >>> lik = gpc.likelihoods.SoftLabels(gpc.likelihoods.Logistic())
+        >>> y = jnp.array([1.0, 0.0, 0.5])  # p(class +1): certain, certainly not, a toss-up
+        >>> print(np.asarray(lik.log_prob(y, jnp.full(3, 2.0))).round(3))  # log sigma(2), log sigma(-2), their mean
+        [-0.127 -2.127 -1.127]
     """
 
     base: AbstractLikelihood

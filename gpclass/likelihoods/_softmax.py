@@ -24,6 +24,17 @@ class Softmax(AbstractLikelihood):
     factorises, ``op.class_factor``), Gaussian KL (per-class q, ``_inference/kl_classes``),
     MCMC and AIS support it.  For C = 2 the model is binary logistic classification
     of f^0 - f^1.
+
+    Example::
+
+        >>> lik = gpc.likelihoods.Softmax(3)
+        >>> F = jnp.array([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0]])  # latent values of two cases, one column per class
+        >>> Y = jax.nn.one_hot(jnp.array([0, 0]), 3)           # both labelled class 0, as indicators
+        >>> print(np.exp(lik.log_prob(Y, F)).round(3))           # 1/3 and e^2 / (e^2 + 2)
+        [0.333 0.787]
+
+    ``gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Softmax(C), X, labels)`` takes the labels as integers
+    0..C-1.
     """
 
     num_classes: int = eqx.field(static=True)
