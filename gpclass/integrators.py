@@ -2,11 +2,13 @@
 
 ``gpc.predict(posterior, X_test, integrator=...)``; ``None`` (the default) takes the likelihood's own
 (``likelihood.integrator``): :class:`Exact` for a binary likelihood (and for ``Ordinal``, whose ``binary`` method
-returns the (m, K) class probabilities: one latent function), :class:`MonteCarlo` for the softmax.
+returns the (m, K) class probabilities: one latent function), :class:`MonteCarlo` for the softmax::
 
-    >>> p = gpc.predict(post, X_test, integrator=gpc.integrators.MacKay())
-    >>> p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MeanField())
-    >>> p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MonteCarlo(1000), key=key)
+    p = gpc.predict(post, X_test, integrator=gpc.integrators.MacKay())
+    p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MeanField())
+    p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MonteCarlo(1000), key=key)
+
+Each class's docstring has an example that runs.
 """
 
 import equinox as eqx
@@ -22,7 +24,22 @@ __all__ = ["AbstractIntegrator", "Exact", "MacKay", "MeanField", "MonteCarlo"]
 
 
 class AbstractIntegrator(eqx.Module):
-    """An average of the likelihood over N(mean, cov): ``binary`` for one latent function, ``classes`` for C."""
+    """An average of the likelihood over N(mean, cov): ``binary`` for one latent function, ``classes`` for C.
+
+    Example: an integrator of your own overrides ``binary`` (and ``classes`` for the softmax); this one
+    evaluates the likelihood at the latent mean, ignoring the variance (a "plug-in" prediction)::
+
+        >>> class PlugIn(gpc.integrators.AbstractIntegrator):
+        ...     def binary(self, likelihood, mean, var):
+        ...         return likelihood.predictive_probability(mean, jnp.zeros_like(var))
+        >>> mean, var = jnp.array([1.0]), jnp.array([3.0])
+        >>> round(float(PlugIn().binary(gpc.likelihoods.Probit(), mean, var)[0]), 3)  # Phi(1): overconfident
+        0.841
+        >>> round(float(gpc.integrators.Exact().binary(gpc.likelihoods.Probit(), mean, var)[0]), 3)  # Phi(1/2)
+        0.691
+
+    ``gpc.predict(posterior, X_test, integrator=PlugIn())`` then predicts with it.
+    """
 
     def binary(self, likelihood, mean: Float[Array, " m"], var: Float[Array, " m"]) -> Float[Array, " m"]:
         """p(y* = +1) = int p(y = +1 | f) N(f | mean, var) df (GPML eq. 3.25)."""
@@ -45,7 +62,16 @@ class AbstractIntegrator(eqx.Module):
 
 class Exact(AbstractIntegrator):
     """The likelihood's own average (``likelihood.predictive_probability``): exact for the probit, quadrature
-    accurate to about 1e-12 for the logistic at every latent variance."""
+    accurate to about 1e-12 for the logistic at every latent variance.  The default of ``gpc.predict`` for a
+    binary or ordinal likelihood.
+
+    Example::
+
+        >>> exact = gpc.integrators.Exact()
+        >>> p = exact.binary(gpc.likelihoods.Probit(), jnp.array([1.0]), jnp.array([3.0]))  # f ~ N(1, 3)
+        >>> round(float(p[0]), 3)  # Phi(1 / sqrt(1 + 3))
+        0.691
+    """
 
     def binary(self, likelihood, mean, var):
         return likelihood.predictive_probability(mean, var)
@@ -76,7 +102,17 @@ def _exact_classes(likelihood):
 
 
 class MacKay(AbstractIntegrator):
-    """sigma(kappa(var) mean), kappa = (1 + pi var / 8)^-1/2 (Gibbs & MacKay eq. 23), meant for the logistic."""
+    """sigma(kappa(var) mean), kappa = (1 + pi var / 8)^-1/2 (Gibbs & MacKay eq. 23), meant for the logistic.
+
+    Example: MacKay's approximation against the exact average, within 0.02::
+
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> p_mackay = gpc.predict(post, X[:3], integrator=gpc.integrators.MacKay())
+        >>> bool(jnp.max(jnp.abs(p_mackay - gpc.predict(post, X[:3]))) < 0.02)
+        True
+    """
 
     def binary(self, likelihood, mean, var):
         if not likelihood.binary:
@@ -87,7 +123,20 @@ class MacKay(AbstractIntegrator):
 
 class MonteCarlo(AbstractIntegrator):
     """The average over ``num_samples`` draws of f* (GPML Algorithm 3.4): needs an explicit PRNG ``key``;
-    standard error at most 0.5 / sqrt(num_samples) per probability."""
+    standard error at most 0.5 / sqrt(num_samples) per probability.  The default of ``gpc.predict`` for the
+    softmax: ``gpc.predict(posterior, X_test, key=jax.random.key(0))``.
+
+    Example::
+
+        >>> mean = jnp.array([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0]])  # two test points' latent means, three classes
+        >>> cov = jnp.broadcast_to(jnp.eye(3), (2, 3, 3))           # and their latent covariances
+        >>> mc = gpc.integrators.MonteCarlo(num_samples=2000)
+        >>> p = mc.classes(gpc.likelihoods.Softmax(3), mean, cov, jax.random.key(0))
+        >>> print(np.asarray(p.sum(axis=1)).round(6))  # class probabilities, one row per test point
+        [1. 1.]
+        >>> bool(abs(p[0, 0] - 1 / 3) < 0.05 and p[1, 0] > 0.6)
+        True
+    """
 
     num_samples: int = eqx.field(static=True, default=10_000)
 
@@ -115,7 +164,18 @@ def _require_key(key):
 
 class MeanField(MacKay):
     """A deterministic approximation of E[softmax(f*)] using the full latent covariance
-    (``Softmax.mean_field_probability``); for C = 2, and for a binary likelihood, MacKay's (inherited)."""
+    (``Softmax.mean_field_probability``); for C = 2, and for a binary likelihood, MacKay's (inherited).
+    ``gpc.predict(softmax_posterior, X_test, integrator=gpc.integrators.MeanField())`` needs no key.
+
+    Example::
+
+        >>> mean = jnp.array([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0]])  # two test points' latent means, three classes
+        >>> cov = jnp.broadcast_to(jnp.eye(3), (2, 3, 3))           # and their latent covariances
+        >>> p = gpc.integrators.MeanField().classes(gpc.likelihoods.Softmax(3), mean, cov, None)
+        >>> print(np.asarray(p).round(3))
+        [[0.333 0.333 0.333]
+         [0.691 0.155 0.155]]
+    """
 
     def classes(self, likelihood, mean, cov, key):
         return likelihood.mean_field_probability(mean, cov)

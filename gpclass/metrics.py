@@ -60,6 +60,15 @@ def error_rate(y, p):
     are thresholded at 1/2 (symmetric costs; ``p == 0.5`` predicts -1) as in
     Kuss & Rasmussen (2005), Sec. 7. Multi-class: an error if
     ``argmax(p[i]) != y[i]``.
+
+    Example::
+
+        >>> y, p = jnp.array([1.0, -1.0, 1.0, -1.0]), jnp.array([0.9, 0.2, 0.4, 0.5])
+        >>> float(gpc.metrics.error_rate(y, p))  # the third case is wrong (p = 0.5 predicts -1)
+        0.25
+        >>> P = jnp.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])  # two cases, three classes
+        >>> float(gpc.metrics.error_rate(jnp.array([0, 1]), P))
+        0.5
     """
     y, p = jnp.asarray(y), jnp.asarray(p)
     if p.ndim == 1:
@@ -105,6 +114,13 @@ def information_bits(y, p, y_train):
     ----------
     y: test labels; p: predictions (see module docstring);
     y_train: training labels in the same coding as ``y``.
+
+    Example: with balanced training labels (H = 1 bit), probability 0.8 for the true label of each case
+    gives 1 + log2(0.8) bits::
+
+        >>> y, p, y_train = jnp.array([1.0, -1.0]), jnp.array([0.8, 0.2]), jnp.array([1.0, -1.0])
+        >>> round(float(gpc.metrics.information_bits(y, p, y_train)), 3)
+        0.678
     """
     p = jnp.asarray(p)
     num_classes = p.shape[1] if p.ndim == 2 else None
@@ -118,6 +134,12 @@ def mean_negative_log_probability(y, p):
     ``-mean_i log p(y_i | x_i)``, with p(y_i | x_i) = p_i if y_i = +1 and
     1 - p_i if y_i = -1 (binary), or ``p[i, y_i]`` (multi-class). Not clipped:
     a zero probability for the true label gives ``+inf``.
+
+    Example::
+
+        >>> y, p = jnp.array([1.0, -1.0]), jnp.array([0.8, 0.2])
+        >>> round(float(gpc.metrics.mean_negative_log_probability(y, p)), 3)  # -log 0.8 for each case
+        0.223
     """
     return -jnp.mean(_log_prob_true(y, p))
 
@@ -139,8 +161,9 @@ def brier_score(y, p):
 
     Example::
 
-        >>> float(brier_score(jnp.array([1.0, -1.0]), jnp.array([0.8, 0.4])))
-        0.1...
+        >>> y, p = jnp.array([1.0, -1.0]), jnp.array([0.8, 0.4])
+        >>> round(float(gpc.metrics.brier_score(y, p)), 6)  # ((0.8 - 1)^2 + (0.4 - 0)^2) / 2
+        0.1
     """
     outcome = _one_hot(y, p)
     squared = (jnp.asarray(p) - outcome) ** 2
@@ -173,6 +196,13 @@ def reliability(y, p, num_bins: int = 10):
     (scikit-learn's ``calibration_curve(y, p, n_bins=num_bins)`` drops them; otherwise the same numbers).
 
     Returns ``(mean_predicted, observed_frequency, counts)``.
+
+    Example::
+
+        >>> y, p = jnp.array([1.0, 1.0, -1.0, 1.0]), jnp.array([0.9, 0.7, 0.3, 0.1])
+        >>> predicted, observed, counts = gpc.metrics.reliability(y, p, num_bins=2)  # bins [0, 1/2], (1/2, 1]
+        >>> print(np.asarray(predicted).round(3), np.asarray(observed).round(3), np.asarray(counts))
+        [0.2 0.8] [0.5 1. ] [2. 2.]
     """
     p = jnp.asarray(p)
     outcome = _one_hot(y, p)
@@ -191,6 +221,12 @@ def expected_calibration_error(y, p, num_bins: int = 10):
     predicted class +1 where p > 1/2 as in :func:`error_rate`; multi-class: max_c p_ic) and the accuracy of a
     bin is the fraction of its cases predicted correctly.  0 for a calibrated classifier (in the limit of many
     cases); empty bins add nothing.
+
+    Example: all four cases right, three with confidence 0.9 and one with 0.6::
+
+        >>> y, p = jnp.array([1.0, 1.0, -1.0, -1.0]), jnp.array([0.9, 0.9, 0.1, 0.4])
+        >>> round(float(gpc.metrics.expected_calibration_error(y, p)), 3)  # (3 |1 - 0.9| + |1 - 0.6|) / 4
+        0.175
     """
     y, p = jnp.asarray(y), jnp.asarray(p)
     if p.ndim == 1:

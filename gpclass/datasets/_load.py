@@ -34,7 +34,14 @@ def _manifest() -> dict:
 
 
 def names() -> list[str]:
-    """Return the sorted names of the bundled data sets."""
+    """Return the sorted names of the bundled data sets.
+
+    Example::
+
+        >>> gpc.datasets.names()
+        ['boston', 'crabs', 'ionosphere', 'machinecpu', 'pima', 'pyrimidines', 'satellite', 'usps10', 'usps35',
+         'vehicle', 'wisconsin']
+    """
     return sorted(_manifest())
 
 
@@ -43,6 +50,12 @@ def info(name: str) -> dict:
 
     The entry holds ``n``, ``d``, ``classes`` (label -> count, labels as
     strings), ``source`` and ``note``.
+
+    Example::
+
+        >>> entry = gpc.datasets.info("ionosphere")
+        >>> entry["n"], entry["d"], entry["classes"]
+        (351, 34, {'-1': 126, '1': 225})
     """
     _check_name(name)
     return json.loads(json.dumps(_manifest()[name]))
@@ -93,6 +106,14 @@ def load(name: str, *, scale_pixels: bool = True) -> tuple[np.ndarray, np.ndarra
         For an unknown ``name``.
     RuntimeError
         If the file does not match the manifest's n, d or class counts.
+
+    Example::
+
+        >>> X, y = gpc.datasets.load("ionosphere")
+        >>> X.shape, y.shape
+        ((351, 34), (351,))
+        >>> print(np.unique(y))
+        [-1.  1.]
     """
     _check_name(name)
     entry = _manifest()[name]
@@ -155,6 +176,15 @@ def ordinal_splits(name: str, num_bins: int) -> tuple[np.ndarray, list[tuple[np.
         For a name that is not an ordinal-regression set or ``num_bins`` not 5 or 10.
     RuntimeError
         If the file does not match the manifest.
+
+    Example::
+
+        >>> labels, splits = gpc.datasets.ordinal_splits("pyrimidines", 5)
+        >>> print(np.bincount(labels))  # cases per label 0..4
+        [ 7 28 17 12 10]
+        >>> train, test = splits[0]
+        >>> len(splits), len(train), len(test)
+        (20, 50, 24)
     """
     _check_name(name)
     entry = _manifest()[name]
@@ -191,11 +221,14 @@ def equal_length_bins(y, num_bins: int, *, lower=None, upper=None) -> np.ndarray
     Boston and Machine CPU (5 and 10 bins) and Pyrimidines (10 bins) exactly; see :func:`ordinal_splits` for
     Pyrimidines with 5 bins.
 
-    Example: ``equal_length_bins([0, 1, 2, 2.5, 4], 4)`` has edges 1, 2, 3 and gives ``[0, 0, 1, 2, 3]``.
-
     Returns
     -------
     int64 array of labels in ``0..num_bins-1``, the shape of ``y``.
+
+    Example::
+
+        >>> print(gpc.datasets.equal_length_bins([0, 1, 2, 2.5, 4], 4))  # edges 1, 2, 3
+        [0 0 1 2 3]
     """
     y = _check_bins(y, num_bins)
     lower = y.min() if lower is None else float(lower)
@@ -214,12 +247,14 @@ def equal_frequency_bins(y, num_bins: int) -> np.ndarray:
     targets always share a label and ties at an edge make the bins unequal. (Chu & Ghahramani's Gaussian-process
     benchmark, which :func:`ordinal_splits` bundles, used equal-length bins instead: :func:`equal_length_bins`.)
 
-    Example: ``equal_frequency_bins([5, 1, 4, 2, 3, 6], 3)`` has edges 2.667 and 4.333 and gives
-    ``[2, 0, 1, 0, 1, 2]``.
-
     Returns
     -------
     int64 array of labels in ``0..num_bins-1``, the shape of ``y``.
+
+    Example::
+
+        >>> print(gpc.datasets.equal_frequency_bins([5, 1, 4, 2, 3, 6], 3))  # edges 2.667 and 4.333
+        [2 0 1 0 1 2]
     """
     y = _check_bins(y, num_bins)
     edges = np.quantile(y, np.arange(1, num_bins) / num_bins)
@@ -251,6 +286,16 @@ def standardize(X_train, X_test=None):
     Returns
     -------
     ``X_train_std`` if ``X_test`` is None, else ``(X_train_std, X_test_std)``.
+
+    Example::
+
+        >>> X_train, X_test = np.array([[1.0, 5.0], [3.0, 5.0]]), np.array([[2.0, 7.0]])
+        >>> X_train, X_test = gpc.datasets.standardize(X_train, X_test)  # column 1 is constant: std 1
+        >>> print(X_train)
+        [[-1.  0.]
+         [ 1.  0.]]
+        >>> print(X_test)
+        [[0. 2.]]
     """
     xp = _namespace(X_train)
     X_train = _as_float(xp, X_train)
@@ -301,6 +346,13 @@ def train_test_split(X, y, n_train: int, seed: int):
     ------
     ValueError
         If ``n_train`` is not in ``1..n-1`` or ``X`` and ``y`` differ in length.
+
+    Example::
+
+        >>> X, y = gpc.datasets.load("ionosphere")
+        >>> X_train, X_test, y_train, y_test = gpc.datasets.train_test_split(X, y, n_train=200, seed=0)
+        >>> X_train.shape, X_test.shape
+        ((200, 34), (151, 34))
     """
     n = len(X)
     if len(y) != n:
@@ -328,6 +380,14 @@ def kfold_indices(n: int, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarra
     ------
     ValueError
         If ``k`` is not in ``2..n``.
+
+    Example::
+
+        >>> folds = gpc.datasets.kfold_indices(10, k=5, seed=0)
+        >>> [(len(train), len(test)) for train, test in folds]
+        [(8, 2), (8, 2), (8, 2), (8, 2), (8, 2)]
+        >>> print(np.sort(np.concatenate([test for _, test in folds])))  # each case tested once
+        [0 1 2 3 4 5 6 7 8 9]
     """
     if int(k) != k or not 2 <= k <= n:
         raise GPClassError(f"k must be an integer in 2..{n}, got {k!r}")
