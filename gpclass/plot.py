@@ -7,11 +7,12 @@ None) and returns the matplotlib Axes it drew on; :func:`calibration_figure`
 returns a ``matplotlib.figure.Figure`` made without pyplot (no global state,
 any backend), which is what ``python -m gpclass --csv ... --plot out.png``
 saves. The numbers behind the calibration plots are plain NumPy functions
-(:func:`calibration_bins`, :func:`error_reject`), usable without matplotlib.
+(:func:`calibration_bins`, :func:`error_reject`), usable without matplotlib::
 
->>> import gpclass.plot
->>> ax = gpclass.plot.decision_contours(posterior, X_train, y_train)   # 2-D inputs
->>> ax.figure.savefig("contours.png")
+    ax = gpc.plot.decision_contours(posterior, X_train, y_train)   # 2-D inputs
+    ax.figure.savefig("contours.png")
+
+Each function's docstring has an example that runs.
 """
 
 import equinox as eqx
@@ -80,6 +81,13 @@ def calibration_bins(y, p, bins: int = 10):
     Multi-class (``p`` (m, C)): binned by the top class's probability (the "top-label" diagram),
     ``frequency`` is the fraction of each bin's cases whose top class is right. A calibrated
     classifier has ``frequency`` ~ ``mean_predicted``.
+
+    Example::
+
+        >>> y, p = np.array([1.0, 1.0, -1.0, 1.0]), np.array([0.9, 0.7, 0.3, 0.1])
+        >>> mean, frequency, counts = gpc.plot.calibration_bins(y, p, bins=2)  # bins [0, 1/2), [1/2, 1]
+        >>> print(mean.round(3), frequency, counts)
+        [0.2 0.8] [0.5 1. ] [2 2]
     """
     y, p = np.asarray(y), np.asarray(p, np.float64)
     if p.ndim == 1:
@@ -99,6 +107,15 @@ def reliability_diagram(y, p, ax=None, bins: int = 10):
 
     The markers' areas are proportional to the bins' counts. Returns the Axes; ``ax.lines[0]`` is the
     diagonal and ``ax.lines[1]`` the observed frequencies.
+
+    Example::
+
+        >>> import matplotlib.pyplot as plt
+        >>> y, p = np.array([1.0, 1.0, -1.0, 1.0]), np.array([0.9, 0.7, 0.3, 0.1])
+        >>> ax = gpc.plot.reliability_diagram(y, p, bins=2)
+        >>> print(ax.lines[1].get_ydata())  # the observed frequencies of y = +1 per bin
+        [0.5 1. ]
+        >>> plt.close(ax.figure)
     """
     ax = _axes(ax)
     mean, frequency, counts = calibration_bins(y, p, bins)
@@ -121,6 +138,13 @@ def error_reject(y, p):
     For j = 0..m-1 cases rejected (the j with the lowest probability of their predicted class; ties
     in the order given), the error rate of the m - j kept. ``error_rate[0]`` is the plain error rate
     (as :func:`gpclass.metrics.error_rate`); a useful confidence makes the curve fall.
+
+    Example: the one wrong case (p = 0.4 for y = +1) is the least confident, so rejecting it leaves no error::
+
+        >>> y, p = np.array([1.0, -1.0, 1.0, -1.0]), np.array([0.9, 0.2, 0.4, 0.3])
+        >>> rejected, error = gpc.plot.error_reject(y, p)
+        >>> print(rejected, error)
+        [0.   0.25 0.5  0.75] [0.25 0.   0.   0.  ]
     """
     confidence, correct = _confidence(y, p)
     order = np.argsort(-confidence, kind="stable")  # most confident first
@@ -131,7 +155,17 @@ def error_reject(y, p):
 
 
 def error_reject_curve(y, p, ax=None):
-    """Plot :func:`error_reject`: test error (%) of the kept cases against the fraction rejected. Returns the Axes."""
+    """Plot :func:`error_reject`: test error (%) of the kept cases against the fraction rejected. Returns the Axes.
+
+    Example::
+
+        >>> import matplotlib.pyplot as plt
+        >>> y, p = np.array([1.0, -1.0, 1.0, -1.0]), np.array([0.9, 0.2, 0.4, 0.3])
+        >>> ax = gpc.plot.error_reject_curve(y, p)
+        >>> print(ax.lines[0].get_ydata())  # error (%) after rejecting 0, 1, 2, 3 cases
+        [25.  0.  0.  0.]
+        >>> plt.close(ax.figure)
+    """
     ax = _axes(ax)
     rejected, error = error_reject(y, p)
     ax.plot(rejected, 100 * error, color="C3")
@@ -144,7 +178,17 @@ def error_reject_curve(y, p, ax=None):
 
 
 def calibration_figure(y, p, title=None, bins: int = 10):
-    """A figure with :func:`reliability_diagram` and :func:`error_reject_curve` side by side (no pyplot)."""
+    """A figure with :func:`reliability_diagram` and :func:`error_reject_curve` side by side (no pyplot).
+
+    Example::
+
+        >>> y, p = np.array([1.0, -1.0, 1.0, -1.0]), np.array([0.9, 0.2, 0.4, 0.3])
+        >>> figure = gpc.plot.calibration_figure(y, p, title="four cases")
+        >>> [ax.get_title() for ax in figure.axes]
+        ['reliability (4 cases, 10 bins)', 'error-reject curve']
+
+    ``figure.savefig("calibration.png")`` saves it.
+    """
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -175,6 +219,17 @@ def decision_contours(posterior, X, y, ax=None, resolution: int = 100, margin: f
 
     The grid covers X's range widened by ``margin`` of it on each side, ``resolution`` points a side.
     Returns the Axes; its ``collections`` hold the contour sets and scatters.
+
+    Example::
+
+        >>> import matplotlib.pyplot as plt
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, 2:4], y[:40]  # two inputs, to draw
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> ax = gpc.plot.decision_contours(post, X, y, resolution=20)
+        >>> ax.get_legend_handles_labels()[1]
+        ['y = +1', 'y = -1']
+        >>> plt.close(ax.figure)
     """
     X, y = np.asarray(X), np.asarray(y)
     if X.ndim != 2 or X.shape[1] != 2:
@@ -226,6 +281,16 @@ def log_marginal_surface(method, likelihood, X, y, log_l, log_sf):
     ``gpc.infer(method, SquaredExponential(exp(2 log_sf), exp(log_l)), likelihood, X, y, throw=False)``;
     a point where the solver did not converge is NaN (a gap in the contours, deliberately: no number
     stands in for one that was not computed). Binary methods (labels -1 / +1) and softmax Laplace.
+
+    Example::
+
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> log_l, log_sf = np.linspace(-1.0, 1.0, 3), np.linspace(-1.0, 1.0, 3)
+        >>> log_q = gpc.plot.log_marginal_surface(gpc.Laplace(), gpc.likelihoods.Logistic(), X, y, log_l, log_sf)
+        >>> log_q.shape, bool(np.all(np.isfinite(log_q)))  # rows: log sigma_f, columns: log l
+        ((3, 3), True)
+
+    ``gpc.plot.log_marginal_grid(log_q, log_l, log_sf)`` draws it.
     """
     log_l, log_sf = np.asarray(log_l, np.float64), np.asarray(log_sf, np.float64)
     X = jnp.asarray(X)
@@ -248,6 +313,16 @@ def log_marginal_grid(log_q, log_l, log_sf, ax=None, levels=None):
     ``log_q`` has shape ``(len(log_sf), len(log_l))`` (e.g. from :func:`log_marginal_surface`; NaN
     points are left blank). ``levels`` default to the maximum minus 0.5, 1, 2, 5, 10, 20, 50, 100, 200
     and 500 nats; the grid maximum is marked with a +. Returns the Axes.
+
+    Example (a made-up surface; :func:`log_marginal_surface` computes a real one)::
+
+        >>> import matplotlib.pyplot as plt
+        >>> log_l, log_sf = np.linspace(-2.0, 2.0, 5), np.linspace(-1.0, 1.0, 3)
+        >>> log_q = -10.0 - (log_l[None, :] - 1.0) ** 2 - log_sf[:, None] ** 2  # maximum at log l = 1, log sf = 0
+        >>> ax = gpc.plot.log_marginal_grid(log_q, log_l, log_sf)
+        >>> ax.get_legend_handles_labels()[1]
+        ['max log q = -10.00']
+        >>> plt.close(ax.figure)
     """
     ax = _axes(ax)
     log_q = np.asarray(log_q, np.float64)
@@ -285,6 +360,16 @@ def sample_prior(kernel, x=None, num_samples: int = 3, seed: int = 0, jitter: fl
     ``x`` defaults to 200 points on [-3, 3].  Drawn on the host with NumPy (``seed``) from the
     eigendecomposition of K + jitter I, negative eigenvalues of rounding clipped to 0, so kernels with a
     rank-deficient Gram matrix (``Linear``, ``Polynomial``, ``Periodic`` on a long grid) draw too.
+
+    Example::
+
+        >>> x = np.linspace(-1.0, 1.0, 5)
+        >>> f = gpc.plot.sample_prior(gpc.kernels.SquaredExponential(), x, num_samples=2)
+        >>> f.shape  # one column per function
+        (5, 2)
+        >>> f = gpc.plot.sample_prior(gpc.kernels.Constant(1.0), x, num_samples=2)
+        >>> bool(np.allclose(f, f[0], atol=1e-3))  # a constant kernel's functions are constants (to the jitter)
+        True
     """
     x = _grid(x)
     K = np.asarray(_gram(kernel, jnp.asarray(x[:, None], jnp.result_type(float))), np.float64)
@@ -305,7 +390,13 @@ def prior_samples(kernel, x=None, num_samples: int = 3, seed: int = 0, ax=None):
     standard deviations (``kernel.diag``).  Returns the Axes; its ``lines`` are the samples, its title the
     kernel's class.
 
-    >>> ax = gpclass.plot.prior_samples(gpc.kernels.Matern12(lengthscale=0.5))
+    Example::
+
+        >>> import matplotlib.pyplot as plt
+        >>> ax = gpc.plot.prior_samples(gpc.kernels.Matern12(lengthscale=0.5), np.linspace(-3.0, 3.0, 50))
+        >>> len(ax.lines), ax.get_title()
+        (3, 'Matern12')
+        >>> plt.close(ax.figure)
     """
     x = _grid(x)
     f = sample_prior(kernel, x, num_samples, seed)
@@ -330,8 +421,17 @@ def decision_contours_by_kernel(method, likelihood, X, y, kernels: dict, fit: bo
     the title adds its log marginal likelihood.  Returns a ``matplotlib.figure.Figure`` made without
     pyplot (``figure.savefig(...)``), or draws into ``figure`` if given.
 
-    >>> fig = gpclass.plot.decision_contours_by_kernel(gpc.Laplace(), gpc.likelihoods.Logistic(), X, y,
-    ...     {"SE": gpc.kernels.SquaredExponential(), "Matern 3/2": gpc.kernels.Matern32()}, fit=True)
+    Example::
+
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, 2:4], y[:40]  # two inputs, to draw
+        >>> kernels = {"SE": gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0),
+        ...            "Matern 1/2": gpc.kernels.Matern12(variance=1.0, lengthscale=1.0)}
+        >>> figure = gpc.plot.decision_contours_by_kernel(gpc.Laplace(), gpc.likelihoods.Logistic(), X, y, kernels,
+        ...                                                resolution=20)
+        >>> [ax.get_title()[:12] for ax in figure.axes if ax.get_title()]
+        ['SE: log q = ', 'Matern 1/2: ']
+
+    ``fit=True`` draws each kernel at its ML-II hyperparameters; ``figure.savefig("kernels.png")`` saves it.
     """
     if not kernels:
         raise _exceptions.GPClassError("decision_contours_by_kernel: no kernel to draw")
