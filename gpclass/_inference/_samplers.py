@@ -25,21 +25,64 @@ from .._validation import require_setting
 
 
 class SliceState(NamedTuple):
+    """The state of an elliptical slice chain (:func:`elliptical_slice`): the whitened latents and their
+    log-likelihood.
+
+    Example::
+
+        >>> init, step = gpc.samplers.elliptical_slice(lambda g: -jnp.sum((g - 1.0) ** 2))
+        >>> state = init(jnp.zeros(3))
+        >>> state.position.shape, float(state.log_likelihood)
+        ((3,), -3.0)
+    """
+
     position: Float[Array, " n"]
     log_likelihood: Float[Array, ""]  # the untempered log L(position)
 
 
 class SliceInfo(NamedTuple):
+    """What one elliptical slice step did: the likelihood evaluations it took (1: the first proposal was
+    accepted; the step always moves).
+
+    Example::
+
+        >>> init, step = gpc.samplers.elliptical_slice(lambda g: -jnp.sum((g - 1.0) ** 2))
+        >>> state, info = step(jax.random.key(0), init(jnp.zeros(3)))
+        >>> int(info.num_evaluations) >= 1
+        True
+    """
+
     num_evaluations: Array  # likelihood evaluations in the step (1: the first proposal was accepted)
 
 
 class HMCState(NamedTuple):
+    """The state of a hybrid Monte Carlo chain (:func:`hmc`): the whitened latents, their log-likelihood and
+    its gradient.
+
+    Example::
+
+        >>> init, step = gpc.samplers.hmc(lambda g: -jnp.sum((g - 1.0) ** 2), step_size=0.1, num_leapfrog=10)
+        >>> state = init(jnp.zeros(3))
+        >>> print(state.grad_log_likelihood)  # 2 (1 - g) at g = 0
+        [2. 2. 2.]
+    """
+
     position: Float[Array, " n"]
     log_likelihood: Float[Array, ""]  # the untempered log L(position)
     grad_log_likelihood: Float[Array, " n"]
 
 
 class HMCInfo(NamedTuple):
+    """What one hybrid Monte Carlo step did: its Metropolis acceptance probability and whether it moved.
+
+    Example::
+
+        >>> init, step = gpc.samplers.hmc(lambda g: -jnp.sum((g - 1.0) ** 2), step_size=0.1, num_leapfrog=10)
+        >>> state, info = step(jax.random.key(0), init(jnp.zeros(3)))
+        >>> bool(0.0 <= info.acceptance_probability <= 1.0), info.accepted.dtype
+        (True, dtype('bool'))
+    """
+
     acceptance_probability: Float[Array, ""]
     accepted: Array
 
@@ -61,6 +104,17 @@ def elliptical_slice(
     ``max_shrinks`` rejected proposals (which needs a pathological likelihood:
     the bracket shrinks geometrically onto the current point, which is always
     inside the slice) the chain stays put and the info reports it.
+
+    Example: with L(g) = N(1 | g, I) the target is N(1/2, I/2); a chain of 2000 steps, 500 discarded::
+
+        >>> init, step = gpc.samplers.elliptical_slice(lambda g: -0.5 * jnp.sum((g - 1.0) ** 2))
+        >>> def advance(state, key):
+        ...     state, info = step(key, state)
+        ...     return state, state.position
+        >>> keys = jax.random.split(jax.random.key(0), 2000)
+        >>> state, positions = jax.lax.scan(advance, init(jnp.zeros(2)), keys)
+        >>> bool(jnp.all(jnp.abs(positions[500:].mean(axis=0) - 0.5) < 0.15))
+        True
     """
 
     def init(position):
@@ -109,6 +163,14 @@ def hmc(
     Potential U(g) = -tau log L(g) + |g|^2 / 2, unit masses (the whitened prior
     is isotropic), ``num_leapfrog`` leapfrog steps of size ``step_size``, then
     a Metropolis test on the change of the Hamiltonian (a NaN energy rejects).
+
+    Example: with L(g) = N(1 | g, I) the target is N(1/2, I/2); a chain of 500 steps::
+
+        >>> init, step = gpc.samplers.hmc(lambda g: -0.5 * jnp.sum((g - 1.0) ** 2), step_size=0.5, num_leapfrog=5)
+        >>> keys = jax.random.split(jax.random.key(0), 500)
+        >>> state, infos = jax.lax.scan(lambda state, key: step(key, state), init(jnp.zeros(2)), keys)
+        >>> bool(infos.acceptance_probability.mean() > 0.8)
+        True
     """
     value_and_grad = jax.value_and_grad(log_likelihood)
 
@@ -145,7 +207,36 @@ def hmc(
 
 
 class AbstractSampler(eqx.Module):
-    """A Markov kernel's configuration, for ``gpc.MCMC(sampler=...)`` and ``gpc.AIS(sampler=...)``."""
+    """A Markov kernel's configuration, for ``gpc.MCMC(sampler=...)`` and ``gpc.AIS(sampler=...)``.
+
+    Example: a sampler of your own builds the ``(init, step)`` pair; its state needs ``position`` and
+    ``log_likelihood`` (the untempered log L), its info ``acceptance_probability`` (or ``num_evaluations``, as
+    :class:`SliceInfo`).  Random-walk Metropolis on the whitened latents::
+
+        >>> class RandomWalk(gpc.samplers.AbstractSampler):
+        ...     scale: float = 0.1
+        ...     def build(self, log_likelihood, temperature=1.0):
+        ...         def log_target(g, log_l):  # L(g)^temperature N(g | 0, I), up to a constant
+        ...             return temperature * log_l - 0.5 * jnp.sum(g**2)
+        ...         def init(g):
+        ...             return gpc.samplers.SliceState(g, log_likelihood(g))
+        ...         def step(key, state):
+        ...             key_move, key_accept = jax.random.split(key)
+        ...             g = state.position + self.scale * jax.random.normal(key_move, state.position.shape)
+        ...             proposal = gpc.samplers.SliceState(g, log_likelihood(g))
+        ...             log_ratio = log_target(*proposal) - log_target(*state)
+        ...             probability = jnp.exp(jnp.minimum(log_ratio, 0.0))
+        ...             accepted = jax.random.uniform(key_accept) < probability
+        ...             new = jax.tree.map(lambda a, b: jnp.where(accepted, a, b), proposal, state)
+        ...             return new, gpc.samplers.HMCInfo(probability, accepted)
+        ...         return init, step
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> method = gpc.MCMC(sampler=RandomWalk(), num_samples=100, num_warmup=100, jitter=1e-3)
+        >>> post = gpc.infer(method, kernel, gpc.likelihoods.Logistic(), X, y, key=jax.random.key(0))
+        >>> post.samples.shape, bool(0.0 < post.info.acceptance_rate < 1.0)
+        ((400, 40), True)
+    """
 
     @abc.abstractmethod
     def build(self, log_likelihood: Callable[[Array], Array], temperature=1.0) -> tuple[Callable, Callable]:
@@ -153,7 +244,18 @@ class AbstractSampler(eqx.Module):
 
 
 class EllipticalSlice(AbstractSampler):
-    """Elliptical slice sampling (:func:`elliptical_slice`): no step size to tune, every step moves."""
+    """Elliptical slice sampling (:func:`elliptical_slice`): no step size to tune, every step moves.  The default
+    sampler of ``gpc.MCMC`` and ``gpc.AIS``.
+
+    Example::
+
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> method = gpc.MCMC(sampler=gpc.samplers.EllipticalSlice(), num_samples=100, num_warmup=100, jitter=1e-3)
+        >>> post = gpc.infer(method, kernel, gpc.likelihoods.Logistic(), X, y, key=jax.random.key(0))
+        >>> float(post.info.acceptance_rate), bool(post.info.evaluations_per_step >= 1)
+        (1.0, True)
+    """
 
     max_shrinks: int = eqx.field(static=True, default=200)
 
@@ -166,7 +268,18 @@ class EllipticalSlice(AbstractSampler):
 
 class HMC(AbstractSampler):
     """Hybrid Monte Carlo (:func:`hmc`) with ``num_leapfrog`` leapfrog steps of size ``step_size`` (whitened
-    coordinates, unit masses)."""
+    coordinates, unit masses).
+
+    Example::
+
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> sampler = gpc.samplers.HMC(step_size=0.2, num_leapfrog=10)
+        >>> method = gpc.MCMC(sampler=sampler, num_samples=100, num_warmup=100, jitter=1e-3)
+        >>> post = gpc.infer(method, kernel, gpc.likelihoods.Logistic(), X, y, key=jax.random.key(0))
+        >>> bool(post.info.acceptance_rate > 0.5)  # a step size to tune: aim for a high acceptance rate
+        True
+    """
 
     step_size: float = eqx.field(static=True, default=0.1)
     num_leapfrog: int = eqx.field(static=True, default=20)
