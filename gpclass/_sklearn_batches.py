@@ -23,8 +23,7 @@ def _training_size(n):
 
     Training sets of nearby sizes (cross-validation folds, the refit) then share one compiled program.  The
     padding costs at most 12.5 % more cases above 32 (n = 2^k + 1), so at most 1.42 times the O(n^3) work;
-    below 32 padding to 32 costs little (measured on Ionosphere: Laplace fits take milliseconds at both sizes,
-    EP's ML-II 0.3 s at 16 cases and 0.5 s at 32) next to compiling a program (1-8 s).
+    below 32 padding to 32 costs little next to compiling a program (benchmarks/README.md, ``first_fit.py``).
     """
     if n <= 32:
         return 32

@@ -39,7 +39,7 @@ def _stacked(trees):
 
 def _vmap_restarts(setting):
     """``vmap_restarts``: None chooses one vmapped gpc.fit over the stacked starts off a CPU, and on a CPU the
-    single-start program once per start (measured faster there: benchmarks/restarts.py, as gpc.sharded_vmap's
+    single-start program once per start (faster there: benchmarks/README.md, ``restarts.py``; as gpc.sharded_vmap's
     one problem at a time); True or False forces either."""
     if setting is not None:
         return bool(setting)

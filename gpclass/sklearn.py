@@ -51,11 +51,11 @@ random numbers), so a point's probabilities depend on that point alone: not on
 the batch it is predicted in or its position there, and the same on every call.
 Their error is random, standard deviation at most ``0.5 / sqrt(mc_samples)``.
 
-Compilation.  JAX compiles one program per shape, about a second each, so the
-estimator pads: test points to a few batch sizes (``_sklearn_batches``), and the
-training cases of a binary or ordinal model (binary, one-vs-rest, one-vs-one,
-ordinal; Laplace, EP, KL) to a
-few sizes (``_sklearn_batches._training_size``: 12.5 % more cases at most above 32) with copies
+Compilation.  JAX compiles one program per shape, which costs more than a
+small fit (benchmarks/README.md, ``first_fit.py``), so the estimator pads: test
+points to a few batch sizes (``_sklearn_batches``), and the training cases of a
+binary or ordinal model (binary, one-vs-rest, one-vs-one, ordinal; Laplace, EP,
+KL) to a few sizes (``_sklearn_batches._training_size``: 12.5 % more cases at most above 32) with copies
 of the first case that ``gpc.infer``'s ``mask`` leaves out, so that training
 sets of nearby sizes, such as cross-validation folds, share one program.  The
 results are those of the unpadded data to rounding.  The softmax likelihood
@@ -84,7 +84,7 @@ bounds, for a scikit-learn kernel with the very draws scikit-learn's ``theta``
 takes (``rng.uniform(log lower, log upper)`` per restart, in ``theta``'s
 order, ``rng = check_random_state(random_state)``), for a gpclass kernel
 within scikit-learn's default bounds [1e-5, 1e5] (``gpc.fit``'s box, [1e-8,
-1e8], would start length scales of 1e-8). (scikit-learn 1.9's
+1e8], would start length scales of 1e-8). (scikit-learn's own
 ``GaussianProcessClassifier`` code applies a further ``exp`` to that draw
 before using it as theta, so its restarts start elsewhere than its
 documentation says; its ``GaussianProcessRegressor`` does not.) The k + 1
@@ -92,7 +92,7 @@ starts are fitted by ``gpc.fit`` (``throw=False``) over the stacked starts in
 one ``jax.vmap``-ed call off a CPU; on a CPU, where that measured slower than
 fitting the starts one after another (a vectorised while loop runs every start
 until the slowest stops, and batched factorisations are slower there:
-``benchmarks/restarts.py``, as ``gpc.sharded_vmap`` fits one problem at a time
+benchmarks/README.md, ``restarts.py``; ``gpc.sharded_vmap`` likewise fits one problem at a time
 on a CPU), the single-start program runs once per start, which also compiles
 nothing new. ``vmap_restarts=True`` forces the vmapped call (``False`` the
 loop). The kept fit is the one with the largest log
@@ -315,13 +315,20 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
 
     Example::
 
-        from sklearn.gaussian_process.kernels import RBF, ConstantKernel
-        kernel = ConstantKernel(1.0, (1e-2, 1e3)) * RBF(1.0, (1e-2, 1e2))
-        clf = GaussianProcessClassifier(kernel, n_restarts_optimizer=8, random_state=0).fit(X, y)
-        clf.start_log_marginal_likelihoods_, clf.best_start_   # every start's log q, the one kept
-        clf = GaussianProcessClassifier(multi_class="one_vs_one").fit(X, labels)   # C(C-1)/2 pair models
-        clf.predict(X_test)         # the pairs' votes, as scikit-learn's one-vs-one
-        clf.predict_proba(X_test)   # the pairs' probabilities coupled (Wu, Lin & Weng 2004)
+        >>> from gpclass.sklearn import GaussianProcessClassifier
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> clf = GaussianProcessClassifier().fit(X, y)  # Laplace, logistic, ML-II from the default SE kernel
+        >>> clf.classes_, clf.predict_proba(X[:3]).shape, clf.fit_status_.name
+        (array([-1.,  1.]), (3, 2), 'CONVERGED')
+        >>> from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+        >>> kernel = ConstantKernel(1.0, (1e-2, 1e3)) * RBF(1.0, (1e-2, 1e2))  # its bounds are honoured
+        >>> clf = GaussianProcessClassifier(kernel, n_restarts_optimizer=2, random_state=0).fit(X, y)
+        >>> clf.start_log_marginal_likelihoods_.shape  # every start's log q; best_start_ is the one kept
+        (3,)
+
+    With more classes, ``GaussianProcessClassifier(multi_class="one_vs_one").fit(X, labels)`` fits C(C-1)/2
+    pair models: ``predict`` is the pairs' vote, as scikit-learn's one-vs-one, and ``predict_proba`` couples the
+    pairs' probabilities (Wu, Lin & Weng 2004).
     """
 
     def __init__(
