@@ -2,7 +2,7 @@
 
 On the CPU, jaxlib runs a batched LAPACK call (a Cholesky factorisation or a
 triangular solve with a leading batch dimension) as a parallel map over the
-batch on XLA's intra-op thread pool.  jaxlib 0.10.2 can deadlock there: a
+batch on XLA's intra-op thread pool.  jaxlib can deadlock there: a
 softmax fit (the C classes are a batch) and ``jax.vmap(gpc.fit)`` hung forever
 at 0 % CPU with every worker waiting in ``ParallelBatchMap``.  So every dense
 factorisation and solve in gpclass goes through the functions here.
@@ -87,9 +87,9 @@ def _check_matrix(A, name):
 def cholesky(A: Float[Array, "n n"]) -> Float[Array, "n n"]:
     """Lower Cholesky factor of a symmetric A (only its lower triangle is read); NaN if not positive definite.
 
-    Unlike ``jnp.linalg.cholesky`` it does not form (A + A^T) / 2 first (an n^2 pass with a transpose, 2-10 %
-    of the factorisation at n = 1000, and in a loop a layout copy besides); every caller passes a symmetric
-    matrix.  The reverse mode returns the symmetric cotangent, right for any symmetric perturbation of A.
+    Unlike ``jnp.linalg.cholesky`` it does not form (A + A^T) / 2 first (an n^2 pass with a transpose, a
+    measurable part of the factorisation's time, and in a loop a layout copy besides); every caller passes a
+    symmetric matrix.  The reverse mode returns the symmetric cotangent, right for any symmetric perturbation of A.
     """
     _check_matrix(A, "A")
     return _cholesky(A)

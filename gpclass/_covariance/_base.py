@@ -153,9 +153,9 @@ class AbstractSitesCovariance(eqx.Module):
     ``matrix()`` gives Sigma as an n x n array where the prior is a matrix (``has_matrix``): a method
     then forms its n x n Jacobians and solves them by LU; otherwise it applies them by these products.
     A method that forms Sigma anyway takes its products through it (:meth:`formed`): for a stiff prior
-    (K v - Vt (Vt^T v)) cancels more digits than (K - Vt Vt^T) v, measured: the Jaakkola-Jordan bound
-    on a FITC prior with sigma_f^2 = 5e5, solved densely, stalled at a relative change of 4e-10 with
-    the first and converged to 1e-10 in 62 steps with the second.
+    (K v - Vt (Vt^T v)) cancels more digits than (K - Vt Vt^T) v: the Jaakkola-Jordan bound on a FITC
+    prior with a large signal variance, solved densely, stalled short of its tolerance with the first and
+    converged with the second.
     """
 
     has_matrix: ClassVar[bool] = False

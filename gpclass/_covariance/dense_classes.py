@@ -43,7 +43,7 @@ def softmax_blocks(K, pi: Float[Array, "n C"]):
 
     L_c = cholesky(I + D_c^1/2 K_c D_c^1/2), E_c = D_c^1/2 L_c^-T (L_c^-1 D_c^1/2),
     M = cholesky(sum_c E_c).  E_c is formed by two triangular solves, which on
-    CPU is about a third faster than one solve and the product V^T V.
+    CPU is faster than one solve and the product V^T V.
     """
     sqrt_d = sqrt_precision(pi)
 

@@ -15,11 +15,11 @@ diagonal W >= 0:
     (K~ + W^-1)^-1 = D - D Phi (I + Phi^T D Phi)^-1 Phi^T D,   D = diag(d),  d = W / (1 + s g W).
 
 Rows are cases: the per-case sums (diag Q, diag Sigma) run along the contiguous
-axis, which XLA's CPU backend reduces 40 times faster than across rows
-(measured at n = 10^5, m = 100), and every O(n m^2) product is a matrix product
-(BLAS-3): the triangular factors are applied through their m x m inverses.
-Products with a vector are written x @ Phi, never Phi.T @ x: the same numbers, but
-XLA's CPU backend takes 10 times longer over the transposed operand.
+axis, which XLA's CPU backend reduces much faster than across rows (measured
+at large n), and every O(n m^2) product is a matrix product (BLAS-3): the
+triangular factors are applied through their m x m inverses.  Products with a
+vector are written x @ Phi, never Phi.T @ x: the same numbers, but XLA's CPU
+backend takes much longer over the transposed operand.
 """
 
 import equinox as eqx
@@ -34,9 +34,9 @@ from ._base import BOUND, PRIOR, AbstractCovariance, AbstractSitesCovariance, Ab
 
 def times_inverse_transpose(A: Float[Array, "n m"], L: Float[Array, "m m"]) -> Float[Array, "n m"]:
     """A L^-T for a lower-triangular m x m L, as one matrix product with L^-1 (formed by an m x m triangular
-    solve).  A triangular solve with n right-hand sides took about twice as long on the CPU (n = 10^5,
-    m = 100).  The tests compare every result built on it with dense n x n factorisations to 1e-10,
-    stiff priors (largest eigenvalue of W^1/2 K~ W^1/2 about 2e6) included."""
+    solve).  A triangular solve with n right-hand sides was slower on the CPU (measured at large n).  The
+    tests compare every result built on it with dense n x n factorisations to 1e-10, stiff priors (largest
+    eigenvalue of W^1/2 K~ W^1/2 about 2e6) included."""
     eye = jnp.eye(L.shape[0], dtype=L.dtype)
     return A @ dense.solve_triangular(L, eye, lower=True).T
 
@@ -67,8 +67,8 @@ class LowRankCovariance(AbstractCovariance):
 
     def factor_given(self, w: Float[Array, " n"], factor: "LowRankFactor") -> "LowRankFactor":
         """``self.factor(w)`` computed again, differentiably: XLA merges it with the loop's identical
-        computation (measured: a factor held from the loop with its derivative recomputed in reverse mode
-        cost 7 % more for FITC Laplace's value and gradient at n = 2e4, m = 200)."""
+        computation (measured: a factor held from the loop, with its derivative recomputed in reverse mode,
+        made FITC Laplace's value and gradient slower)."""
         return self.factor(w)
 
     @property

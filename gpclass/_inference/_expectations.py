@@ -2,8 +2,9 @@
 
 E(m, s) = sum_i E_{N(m_i, s_i)}[log p(y_i|f_i)] is a sum of per-case terms, each
 a quadrature over about 200 nodes, so it and its derivatives are computed in chunks of
-``CHUNK`` cases (``lax.map``): memory O(CHUNK x nodes) instead of O(n x nodes)
-(at n = 10^5 the sparse KL method's peak fell from 6.5 GB).
+``CHUNK`` cases (``lax.map``): memory O(CHUNK x nodes) instead of O(n x nodes),
+which bounded the sparse KL method's peak memory at large n (``benchmarks/sparse.py``;
+figures in benchmarks/README.md).
 """
 
 import jax

@@ -137,7 +137,7 @@ class Newton(AbstractIterativeSolver):
         keep = lambda new, old: jnp.where(accepted, new, old)  # noqa: E731
         # The residual where a small step ends, which is what the result will be (in low precision a small
         # last step can still move it, by up to (I + K W) times the step).  Only a small step needs it: the
-        # products with K it takes (memory-bound, 10-15 % of a sparse Newton step) are skipped otherwise.
+        # products with K it takes (memory-bound, a noticeable part of a sparse Newton step) are skipped otherwise.
         residual_t = lax.cond(small, self.residual, lambda f: s.residual, f_t)
         resolved = residual_t <= residual_tol
         # A small step that leaves the residual above tol and no smaller than half the last small step's:

@@ -29,7 +29,7 @@ i's inner sites: it continues from the previous sites, the paper's incremental u
 ``lik_multinomprobit`` makes one).  At a fixed point every inner site matches its factor's tilted moments
 under q: the fixed point of EP on the augmented model (f, u) with its n (C - 1) probit factors, whatever
 the number of inner passes.  The damped sweeps are extrapolated by Anderson acceleration (``EP.anderson``,
-as for one latent function; the dozen cases of the tests: 38 -> 18 sweeps).  Cost: O(C n^3) per sweep,
+as for one latent function: fewer sweeps to the same fixed point).  Cost: O(C n^3) per sweep,
 memory O(C n^2).
 
 Gradients.  No sweep is differentiated, and memory does not grow with the number of sweeps.
