@@ -32,6 +32,14 @@ def predict_latent(posterior: AbstractPosterior, X_test):
     ``apxSparse`` form (``SparsePosterior._latent``).
 
     Also ``posterior.latent(X_test)``.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> mean, var = gpc.predict_latent(post, X[:3])
+        >>> print(np.asarray(mean).round(2), bool(jnp.all(var > 0)))
+        [0.78 0.65 0.8 ] True
     """
     return posterior._latent(_check_test_inputs(posterior, X_test))
 
@@ -82,15 +90,23 @@ def predict(
     :class:`~gpclass.integrators.MeanField` is a deterministic approximation using the full latent
     covariance (for C = 2, MacKay's).
 
-    Example::
-
-        p = gpc.predict(post, X_test)                                              # binary: exact average
-        p = gpc.predict(post, X_test, integrator=gpc.integrators.MacKay())
-        p = gpc.predict(softmax_post, X_test, key=jax.random.key(0))               # Monte Carlo
-        p = gpc.predict(softmax_post, X_test, integrator=gpc.integrators.MeanField())
-
     ``approximation`` (strings) is gone: it raises, naming the integrator that replaces it.
     Also ``posterior.predict(X_test, ...)``.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> p = gpc.predict(post, X[:3])  # binary: the exact average, p(y = +1)
+        >>> print(np.asarray(p).round(2))
+        [0.68 0.65 0.68]
+        >>> p_mackay = gpc.predict(post, X[:3], integrator=gpc.integrators.MacKay())
+        >>> bool(jnp.allclose(p_mackay, p, atol=0.01))  # MacKay's approximation is close to it
+        True
+
+    A softmax posterior's default integrator draws samples and needs a key,
+    ``gpc.predict(post, X_test, key=jax.random.key(0))``; ``integrator=gpc.integrators.MeanField()``
+    is deterministic (:class:`gpclass.SoftmaxPosterior` shows both).
     """
     if approximation is not None:
         replacement = _REPLACEMENTS.get(approximation, "an object of gpc.integrators")

@@ -21,6 +21,17 @@ class AbstractInference(eqx.Module):
     is decided by the caller (``gpc.infer(..., throw=...)``), never by the
     method.  ``multiclass`` says whether ``solve`` accepts likelihoods with
     several latent functions per case (``likelihood.num_latent > 1``: the softmax).
+
+    Example:
+        >>> methods = [gpc.Laplace(), gpc.EP(), gpc.KL(), gpc.JaakkolaJordan(), gpc.MCMC(), gpc.AIS()]
+        >>> all(isinstance(method, gpc.AbstractInference) for method in methods)
+        True
+        >>> gpc.Laplace(max_steps=50) == gpc.Laplace(max_steps=50)  # configurations compare by value
+        True
+        >>> gpc.MCMC().multiclass, gpc.JaakkolaJordan().multiclass  # accepts Softmax(C)?
+        (True, False)
+
+    Each is the first argument of :func:`gpclass.infer` and :func:`gpclass.fit`.
     """
 
     multiclass = False

@@ -86,6 +86,15 @@ def infer(
     traced, everything else is static), so an eager call compiles once per
     shape and configuration; inside a user's ``jax.jit`` it is inlined (use
     :func:`gpclass.jit` there to keep the options).
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> bool(post.info.converged), round(float(post.log_marginal), 1)
+        (True, -24.4)
+        >>> print(np.asarray(gpc.predict(post, X[:3])).round(2))  # p(y = +1) at three inputs
+        [0.68 0.65 0.68]
     """
     checks = Checks()
     X = check_inputs(X, checks=checks)

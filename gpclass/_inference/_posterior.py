@@ -44,6 +44,14 @@ class SolverInfo(eqx.Module):
     convergence test: for Laplace the largest component of the last full
     Newton step in f, over 1 + max |f|; for EP the largest change of a site
     parameter (tau~ or nu~) in the last sweep, over 1 + max |tau~| (resp. |nu~|).
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> info = post.info
+        >>> bool(info.converged), gpc.Status(int(info.status)).name, int(info.num_steps) > 0
+        (True, 'CONVERGED', True)
     """
 
     num_steps: Int[Array, ""]
@@ -64,6 +72,16 @@ class SamplerInfo(eqx.Module):
     for HMC, which makes ``num_leapfrog`` gradient evaluations per step).
     ``status``: ``Status.CONVERGED`` when every sample (MCMC) or the estimate
     (AIS) is finite, else ``Status.FAILED``.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> method = gpc.MCMC(num_samples=100, num_warmup=100, jitter=1e-3)  # jitter: X has repeated rows
+        >>> post = gpc.infer(method, kernel, gpc.likelihoods.Logistic(), X, y, key=jax.random.key(0))
+        >>> float(post.info.acceptance_rate)  # elliptical slice sampling always moves
+        1.0
+        >>> gpc.Status(int(post.info.status)).name
+        'CONVERGED'
     """
 
     acceptance_rate: Float[Array, ""]
@@ -77,6 +95,19 @@ class AbstractPosterior(eqx.Module):
     A subclass implements ``_latent(X_test)`` (unchecked test inputs) and, if
     the default does not fit it, ``_probability``; ``num_latent`` is 1 for a
     binary likelihood and C for the softmax.
+
+    Example:
+        Every posterior predicts the same two ways.
+
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> isinstance(post, gpc.AbstractPosterior), post.num_latent, post.input_dim
+        (True, 1, 4)
+        >>> mean, var = post.latent(X[:3])  # gpc.predict_latent(post, X[:3])
+        >>> p = post.predict(X[:3])         # gpc.predict(post, X[:3])
+        >>> mean.shape, var.shape, p.shape
+        ((3,), (3,), (3,))
     """
 
     @property
@@ -132,6 +163,18 @@ class GaussianPosterior(AbstractPosterior):
     ``warm_start`` is the method's own state to start a later solve from
     (Laplace: a = K^-1 f^; EP: the site parameters), passed explicitly as
     ``gpc.infer(..., init=posterior.warm_start)``.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> isinstance(post, gpc.GaussianPosterior), post.mean.shape, post.chol.shape
+        (True, (40,), (40, 40))
+        >>> print(np.asarray(post.predict(X[:3])).round(2))
+        [0.68 0.65 0.68]
+        >>> again = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y, init=post.warm_start)
+        >>> int(again.info.num_steps) <= 2  # started at the solution
+        True
     """
 
     alpha: Float[Array, " n"]
@@ -172,6 +215,20 @@ class SoftmaxPosterior(AbstractPosterior):
     Nested EP for ``gpc.likelihoods.MultinomialProbit`` returns the same form (its site precisions are the
     softmax's W with unnormalised pi, ``_inference/ep_classes.py``): there ``alpha`` = K^-1 mu, ``mean`` mu,
     ``log_marginal`` log Z_EP and ``warm_start`` the inner sites.
+
+    Example:
+        >>> X, y = gpc.datasets.load("vehicle"); X, y = gpc.datasets.standardize(X[:40, :4]), y[:40]  # 4 classes
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Softmax(4), X, y)
+        >>> isinstance(post, gpc.SoftmaxPosterior), post.mean.shape
+        (True, (40, 4))
+        >>> mean, cov = post.latent(X[:3])
+        >>> mean.shape, cov.shape
+        ((3, 4), (3, 4, 4))
+        >>> p = post.predict(X[:3], key=jax.random.key(0))  # Monte Carlo average of the softmax
+        >>> p_mf = post.predict(X[:3], integrator=gpc.integrators.MeanField())  # deterministic
+        >>> p.shape, bool(jnp.allclose(p.sum(axis=1), 1.0)), bool(jnp.allclose(p, p_mf, atol=0.05))
+        ((3, 4), True, True)
     """
 
     alpha: Float[Array, "n C"]
@@ -225,6 +282,16 @@ class SparsePosterior(AbstractPosterior):
     mean at the training inputs; ``log_marginal`` the method's approximation
     to log p(y|X, theta) under the sparse prior, differentiable with respect to
     the kernel, the inducing inputs and the likelihood.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> prior = gpc.Sparse(kernel, X[:10])  # FITC with 10 inducing inputs
+        >>> post = gpc.infer(gpc.Laplace(), prior, gpc.likelihoods.Logistic(), X, y)
+        >>> isinstance(post, gpc.SparsePosterior), post.alpha.shape  # weights on the inducing inputs
+        (True, (10,))
+        >>> print(np.asarray(post.predict(X[:3])).round(2))
+        [0.68 0.65 0.68]
     """
 
     alpha: Float[Array, " m"]
@@ -260,6 +327,17 @@ class SparseSoftmaxPosterior(AbstractPosterior):
     ``alpha`` = K_uu^-1 K_un (y - pi^) (m, C) and ``chol_h`` is the Cholesky
     factor of the Cm x Cm matrix H at the mode (``_covariance.low_rank_classes``).
     ``mean`` is the mode F^ (n, C); ``warm_start`` a = K~^-1 F^.
+
+    Example:
+        >>> X, y = gpc.datasets.load("vehicle"); X, y = gpc.datasets.standardize(X[:40, :4]), y[:40]  # 4 classes
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> prior = gpc.Sparse(kernel, X[:10])  # the classes share the inducing inputs
+        >>> post = gpc.infer(gpc.Laplace(), prior, gpc.likelihoods.Softmax(4), X, y)
+        >>> isinstance(post, gpc.SparseSoftmaxPosterior), post.alpha.shape
+        (True, (10, 4))
+        >>> p = post.predict(X[:3], integrator=gpc.integrators.MeanField())
+        >>> p.shape, bool(jnp.allclose(p.sum(axis=1), 1.0))
+        ((3, 4), True)
     """
 
     alpha: Float[Array, "m C"]
@@ -304,6 +382,17 @@ class SamplePosterior(AbstractPosterior):
     ``log_marginal`` is the AIS estimate of log p(y|X, theta) with its Monte
     Carlo standard error ``log_marginal_se`` (NaN for MCMC, which does not
     estimate it).
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> method = gpc.MCMC(num_samples=100, num_warmup=100, jitter=1e-3)  # jitter: X has repeated rows
+        >>> post = gpc.infer(method, kernel, gpc.likelihoods.Logistic(), X, y, key=jax.random.key(0))
+        >>> isinstance(post, gpc.SamplePosterior), post.samples.shape, post.log_weights.shape
+        (True, (400, 40), (400,))
+        >>> p = post.predict(X[:3])  # the average over the samples
+        >>> p.shape, bool(jnp.all((p > 0) & (p < 1)))
+        ((3,), True)
     """
 
     samples: Float[Array, "S n"]
@@ -359,6 +448,17 @@ class SoftmaxSamplePosterior(SamplePosterior):
     k_c** - k_c*^T K_c^-1 k_c*), independent across classes given F_s, and
     p(y* | x*) = sum_s w_s E[softmax(f*) | F_s], averaged by the integrator over the mixture
     (``integrator.mixture_classes``).
+
+    Example:
+        >>> X, y = gpc.datasets.load("vehicle"); X, y = gpc.datasets.standardize(X[:40, :4]), y[:40]  # 4 classes
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> method = gpc.MCMC(num_samples=100, num_warmup=100)
+        >>> post = gpc.infer(method, kernel, gpc.likelihoods.Softmax(4), X, y, key=jax.random.key(0))
+        >>> isinstance(post, gpc.SoftmaxSamplePosterior), post.samples.shape
+        (True, (400, 40, 4))
+        >>> p = post.predict(X[:3], integrator=gpc.integrators.MeanField())
+        >>> p.shape, bool(jnp.allclose(p.sum(axis=1), 1.0))
+        ((3, 4), True)
     """
 
     samples: Float[Array, "S n C"]

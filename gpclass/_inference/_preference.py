@@ -30,6 +30,19 @@ class PreferencePosterior(AbstractPosterior):
 
     ``log_marginal``, ``info`` and ``warm_start`` are the method's; ``predict`` is refused (a preference
     model predicts comparisons, not labels of single items).
+
+    Example:
+        >>> items = np.linspace(-2.0, 2.0, 10)[:, None]  # ten items, one input each
+        >>> pairs = np.stack([np.arange(1, 10), np.arange(9)], axis=1)  # (winner, loser): item i + 1 beat item i
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Preference(), items, pairs)
+        >>> isinstance(post, gpc.PreferencePosterior)
+        True
+        >>> mean, var = post.latent(items)  # the items' utilities
+        >>> bool(jnp.all(jnp.diff(mean) > 0))  # they rise along the input, as the comparisons say
+        True
+        >>> print(np.asarray(post.preference(items[[9, 0]], items[[0, 9]])).round(2))  # p(9 > 0), p(0 > 9)
+        [0.7 0.3]
     """
 
     differences: AbstractPosterior
@@ -98,6 +111,16 @@ def predict_preference(posterior: PreferencePosterior, X_first, X_second) -> Flo
     Gaussian posteriors (Laplace, EP, KL): Phi(mean / sqrt(2 sigma^2 + var)) with the moments of f(a) - f(b)
     (Chu & Ghahramani 2005, ICML, eq. 12), exact for the Gaussian; MCMC and AIS: the weighted average over
     samples of the same given each sample.  Shape (p,).  Also ``posterior.preference(X_first, X_second)``.
+
+    Example:
+        >>> items = np.linspace(-2.0, 2.0, 10)[:, None]  # ten items, one input each
+        >>> pairs = np.stack([np.arange(1, 10), np.arange(9)], axis=1)  # (winner, loser): item i + 1 beat item i
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Preference(), items, pairs)
+        >>> new = np.array([[-1.5], [1.5]])  # two new items
+        >>> p = gpc.predict_preference(post, new[[1, 0]], new[[0, 1]])  # p(1.5 > -1.5), p(-1.5 > 1.5)
+        >>> print(np.asarray(p).round(2))
+        [0.68 0.32]
     """
     X_first, X_second = _check_pairs(posterior, X_first, X_second)
     cross, prior_var = posterior._difference(X_first, X_second)
@@ -113,6 +136,17 @@ def predict_pair_latent(posterior: PreferencePosterior, X_first, X_second):
     Cov = (V[a] + V[b] - V[a - b]) / 2 (each from the method's posterior, as :func:`gpclass.predict_latent`),
     accurate to rounding of the larger variance.  For MCMC and AIS these are the moments of the sample
     mixture.  Also ``posterior.pair_latent(X_first, X_second)``.
+
+    Example:
+        >>> items = np.linspace(-2.0, 2.0, 10)[:, None]  # ten items, one input each
+        >>> pairs = np.stack([np.arange(1, 10), np.arange(9)], axis=1)  # (winner, loser): item i + 1 beat item i
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Preference(), items, pairs)
+        >>> mean, cov = gpc.predict_pair_latent(post, items[[9, 8]], items[[0, 3]])  # pairs (9, 0) and (8, 3)
+        >>> mean.shape, cov.shape  # the moments of (f(a), f(b)) for each pair
+        ((2, 2), (2, 2, 2))
+        >>> bool(jnp.all(mean[:, 0] > mean[:, 1]))  # the first items' utilities are higher
+        True
     """
     X_first, X_second = _check_pairs(posterior, X_first, X_second)
     mean_a, var_a = posterior._latent(X_first)

@@ -56,6 +56,19 @@ class AIS(AbstractInference):
     runs disagree by many nats and the annealing is too short.
     ``samples`` are the R final states, weighted by ``log_weights``; for ``Softmax(C)`` the (n, C) latents,
     whitened per class (a ``gpc.SoftmaxSamplePosterior``).
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> method = gpc.AIS(num_temperatures=500, num_runs=3, jitter=1e-3)  # jitter: X has repeated rows
+        >>> post = gpc.infer(method, kernel, gpc.likelihoods.Logistic(), X, y, key=jax.random.key(0))
+        >>> post.samples.shape  # one weighted sample per run
+        (3, 40)
+        >>> bool(post.log_marginal_se < 0.5)  # the estimate's Monte Carlo standard error
+        True
+        >>> laplace = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> bool(abs(post.log_marginal - laplace.log_marginal) < 1)  # Laplace's log q is within a nat here
+        True
     """
 
     num_temperatures: int = eqx.field(static=True, default=8000)

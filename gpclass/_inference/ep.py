@@ -104,11 +104,21 @@ class EP(AbstractInference):
         anderson: how many past sweeps Anderson acceleration combines
             (``gpclass._anderson``; Walker & Ni 2011): each sweep's output is
             extrapolated from the last ``anderson`` sweeps, which removes the
-            slow linear modes of the sweep map (the first 600 cases of usps35:
-            23 -> 14 sequential sweeps to the default tolerance; the parallel
-            schedule and sparse EP need about half the sweeps).  The fixed point is the
+            slow linear modes of the sweep map: fewer sweeps to the same
+            tolerance, sequential and parallel, dense and sparse
+            (``benchmarks/gpml_ep.py``, ``benchmarks/sparse_ep_sweeps.py``;
+            figures in benchmarks/README.md).  The fixed point is the
             same.  0 gives the plain sweeps; so does ``order="random"``, whose
             sweeps are different maps.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.EP(), kernel, gpc.likelihoods.Probit(), X, y)
+        >>> bool(post.info.converged), round(float(post.log_marginal), 1)  # log Z_EP
+        (True, -22.4)
+        >>> print(np.asarray(gpc.predict(post, X[:3])).round(2))
+        [0.74 0.69 0.74]
     """
 
     supports_mask = True

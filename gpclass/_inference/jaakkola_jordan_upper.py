@@ -55,6 +55,17 @@ class JaakkolaJordanUpper(AbstractInference):
             in float64 and 1e-5 in float32.
         max_steps: largest number of Newton steps (convex problem, in eta = logit(mu)).
         max_halvings: largest number of step halvings of the backtracking line search in one step.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> lik = gpc.likelihoods.Logistic()
+        >>> lower = gpc.infer(gpc.JaakkolaJordan(), kernel, lik, X, y)
+        >>> upper = gpc.infer(gpc.JaakkolaJordanUpper(), kernel, lik, X, y)
+        >>> bool(lower.log_marginal <= upper.log_marginal)  # log Z' <= log p(y|X) <= log Z''
+        True
+        >>> round(float(upper.log_marginal), 1)
+        -22.3
     """
 
     tol: float | None = eqx.field(static=True, default=None)

@@ -89,6 +89,15 @@ class KL(AbstractInference):
     q(F) = prod_c N(m_c, V_c) (independent classes, per-class sites; ``kl_classes``), any
     prior with the bound (a kernel's, ``PerClass``, ``gpc.Sparse`` FITC or VFE), and the
     posterior is a ``SoftmaxPosterior`` (``SparseSoftmaxPosterior``) without coupling between the classes.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.KL(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> bool(post.info.converged), round(float(post.log_marginal), 1)  # the maximised ELBO
+        (True, -24.3)
+        >>> print(np.asarray(gpc.predict(post, X[:3])).round(2))
+        [0.68 0.65 0.69]
     """
 
     supports_mask = True

@@ -69,9 +69,9 @@ class Laplace(AbstractInference):
             float64 iterations, their convergence test and the returned mode
             are as without it, and the float32 point is used only if its
             float64 Psi is higher than the start's.  A float32 factorisation
-            takes about 0.6 of the time on a CPU (less on most GPUs), and
-            from a float32 mode the float64 iterations need 2-3 steps instead
-            of 9-17 from zero.  ``None`` means on for float64 problems of at
+            is cheaper, and from a float32 mode the float64 iterations need
+            far fewer steps than from zero (``benchmarks/laplace_vs_sklearn.py``;
+            figures in benchmarks/README.md).  ``None`` means on for float64 problems of at
             least 512 cases; smaller ones are dominated by the loops' fixed
             costs, where a second loop only adds compile time; off for a
             sparse prior or the softmax unless ``True``.
@@ -79,6 +79,15 @@ class Laplace(AbstractInference):
 
     B is well conditioned without jitter; a nugget on K belongs to the model:
     ``kernel + gpc.kernels.White(v)``.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> gpc.Status(int(post.info.status)).name, round(float(post.log_marginal), 1)
+        ('CONVERGED', -24.4)
+        >>> print(np.asarray(post.mean[:3]).round(2))  # the mode f^ at the first training inputs
+        [0.78 0.65 0.8 ]
     """
 
     supports_mask = True

@@ -52,6 +52,17 @@ class MCMC(AbstractInference):
             together), ``num_steps`` (num_warmup + num_samples),
             ``log_likelihood`` (the chain's log p(y|f) now), ``done``.  The
             chains are vmapped: each report comes once per chain.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> method = gpc.MCMC(num_samples=100, num_warmup=100, jitter=1e-3)  # jitter: X has repeated rows
+        >>> post = gpc.infer(method, kernel, gpc.likelihoods.Logistic(), X, y, key=jax.random.key(0))
+        >>> post.samples.shape  # (num_chains * num_samples, n): four chains by default
+        (400, 40)
+        >>> laplace = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> bool(jnp.allclose(gpc.predict(post, X[:3]), gpc.predict(laplace, X[:3]), atol=0.05))
+        True
     """
 
     sampler: AbstractSampler = EllipticalSlice()
