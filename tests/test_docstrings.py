@@ -32,7 +32,12 @@ PUBLIC_MODULES = (
 # Public names whose examples compile an inference program (seconds each): run with `-m slow`.  Two sets, one for
 # the top-level names and one for the submodules' names.
 SLOW_TOP_LEVEL = frozenset()
-SLOW_SUBMODULES = frozenset()
+SLOW_SUBMODULES = frozenset(f"gpclass.{name}" for name in (
+    "integrators.MacKay", "integrators.MonteCarlo", "likelihoods.AbstractLikelihood", "likelihoods.Ordinal",
+    "likelihoods.Preference", "plot.decision_contours", "plot.decision_contours_by_kernel", "plot.log_marginal_surface",
+    "samplers.AbstractSampler", "samplers.EllipticalSlice", "samplers.HMC", "samplers.HMCInfo", "samplers.SliceInfo",
+    "samplers.elliptical_slice", "samplers.hmc", "sklearn.GaussianProcessClassifier",
+))
 SLOW = SLOW_TOP_LEVEL | SLOW_SUBMODULES
 
 
