@@ -25,12 +25,13 @@ class PerClass(AbstractKernel):
 
         >>> SE = gpc.kernels.SquaredExponential
         >>> k = gpc.kernels.PerClass([SE(variance=1.0, lengthscale=1.0), SE(variance=2.0, lengthscale=0.5)])
-        >>> X = jnp.zeros((4, 3))
-        >>> k.num_classes, k.gram(X).shape  # one 4 x 4 block per class
-        (2, (2, 4, 4))
-        >>> print(k.diag(X))
+        >>> k.num_classes
+        2
+        >>> print(k.diag(jnp.zeros((4, 3))))  # each class's prior variances
         [[1. 1. 1. 1.]
          [2. 2. 2. 2.]]
+
+    ``k.gram(X)`` is then (C, n, n), one block per class; ``gpc.likelihoods.Softmax(C)`` takes it.
     """
 
     kernels: AbstractKernel

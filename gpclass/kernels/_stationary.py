@@ -213,14 +213,15 @@ class SquaredExponential(_Stationary):
     Example::
 
         >>> k = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
-        >>> X = jnp.array([[0.0], [1.0], [2.0]])
-        >>> print(np.asarray(k.gram(X)).round(3))  # exp(-1/2) one length scale apart, exp(-2) two
-        [[1.    0.607 0.135]
-         [0.607 1.    0.607]
-         [0.135 0.607 1.   ]]
+        >>> X = jnp.array([[0.0], [1.0]])
+        >>> print(np.asarray(k.gram(X)).round(3))  # exp(-1/2) one length scale apart
+        [[1.    0.607]
+         [0.607 1.   ]]
         >>> ard = gpc.kernels.SquaredExponential(lengthscale=jnp.array([1.0, 10.0]))  # ARD: one per input
-        >>> ard.gram(jnp.ones((5, 2)), jnp.zeros((3, 2))).shape  # test-by-training covariances
-        (5, 3)
+        >>> round(float(ard.evaluate(jnp.array([0.0, 0.0]), jnp.array([0.0, 10.0]))), 3)  # one length scale apart
+        0.607
+
+    ``k.gram(X_test, X)`` gives the test-by-training covariances.
     """
 
     def profile(self, r2):
@@ -292,8 +293,6 @@ class Matern12(_Stationary):
         [[1.    0.368]
          [0.368 1.   ]]
         >>> k = gpc.kernels.Matern12(variance=2.0, lengthscale=np.array([0.5, 3.0]))  # ARD on 2 inputs
-        >>> k.gram(np.random.default_rng(0).normal(size=(5, 2))).shape
-        (5, 5)
     """
 
     def profile(self, r2):
@@ -398,9 +397,9 @@ class Periodic(AbstractKernel):
     Example::
 
         >>> k = gpc.kernels.Periodic(variance=1.0, lengthscale=0.8, period=2.0)
-        >>> K = k.gram(np.linspace(0.0, 4.0, 9)[:, None])  # inputs 0, 0.5, ..., 4
-        >>> print(np.asarray(K[0, [2, 4, 8]]).round(3))  # half a period, one period and two periods from x = 0
-        [0.044 1.    1.   ]
+        >>> x0 = jnp.array([0.0])
+        >>> [round(float(k.evaluate(x0, jnp.array([x]))), 3) for x in (1.0, 2.0, 4.0)]  # half, one, two periods
+        [0.044, 1.0, 1.0]
         >>> k = gpc.kernels.OnDims(k, [0]) * gpc.kernels.SquaredExponential()  # periodic in x0, decaying
     """
 

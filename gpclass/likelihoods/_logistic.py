@@ -52,8 +52,8 @@ class Logistic(AbstractLikelihood):
         >>> lik = gpc.likelihoods.Logistic()
         >>> print(np.exp(lik.log_prob(jnp.array([1.0, -1.0]), jnp.array([2.0, 2.0]))).round(3))  # sigma(+-2)
         [0.881 0.119]
-        >>> p = lik.predictive_probability(jnp.array([0.0, 2.0]), jnp.array([1.0, 1.0]))  # averaged over N(f|m, v)
-        >>> print(np.asarray(p).round(3))
+        >>> average = jax.jit(lik.predictive_probability)  # compiled, as gpc.predict runs it
+        >>> print(np.asarray(average(jnp.array([0.0, 2.0]), jnp.array([1.0, 1.0]))).round(3))  # over N(f | m, 1)
         [0.5   0.845]
     """
 

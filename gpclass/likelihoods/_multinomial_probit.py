@@ -43,7 +43,7 @@ class MultinomialProbit(AbstractLikelihood):
 
         >>> lik = gpc.likelihoods.MultinomialProbit(3)
         >>> F = jnp.array([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0]])  # latent values of two cases, one column per class
-        >>> print(np.asarray(lik.class_probabilities(F)).round(3))
+        >>> print(np.asarray(jax.jit(lik.class_probabilities)(F)).round(3))  # compiled: quadrature in a loop
         [[0.333 0.333 0.333]
          [0.866 0.067 0.067]]
     """

@@ -95,11 +95,11 @@ class Probit(AbstractLikelihood):
         >>> lik = gpc.likelihoods.Probit()
         >>> print(np.exp(lik.log_prob(jnp.array([1.0, -1.0]), jnp.array([2.0, 2.0]))).round(3))  # Phi(+-2)
         [0.977 0.023]
-        >>> float(lik.log_prob(jnp.array([1.0]), jnp.array([-40.0]))[0]) < -800  # finite far in the tail
-        True
-        >>> p = lik.predictive_probability(jnp.array([2.0]), jnp.array([1.0]))  # Phi(2 / sqrt(1 + 1))
-        >>> round(float(p[0]), 3)
-        0.921
+        >>> print(lik.log_prob(jnp.array([1.0, -1.0]), jnp.array([-40.0, 40.0])) < -800)  # finite far in the tail
+        [ True  True]
+        >>> p = lik.predictive_probability(jnp.array([0.0, 2.0]), jnp.array([1.0, 1.0]))  # Phi(mean / sqrt(1 + 1))
+        >>> print(np.asarray(p).round(3))
+        [0.5   0.921]
     """
 
     def log_prob(self, y, f):
