@@ -1,11 +1,14 @@
 """gpclass: Gaussian-process classification in JAX.
 
-The public API is what this module re-exports::
+The public API is what this module re-exports; every name's docstring has an example.
 
-    import gpclass as gpc
-    kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
-    posterior = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
-    p = gpc.predict(posterior, X_test)
+>>> import gpclass as gpc
+>>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+>>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+>>> posterior = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+>>> p = gpc.predict(posterior, X[:3])  # p(y = +1) at three inputs
+>>> p.shape
+(3,)
 """
 
 from . import datasets, integrators, kernels, likelihoods, metrics, plot, priors, samplers

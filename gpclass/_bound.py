@@ -69,6 +69,15 @@ def variational_bound(
     quadrature otherwise).  The log-determinant of A is log|K_q| - log|B|, with
     K_q the posterior's own Gram matrix: the kernel must give non-singular
     Gram matrices (add a ``White`` term if it does not), or F is -inf/NaN.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> kernel = kernel + gpc.kernels.White(0.01)  # X has repeated rows: the Gram matrix needs a nugget
+        >>> post = gpc.infer(gpc.EP(), kernel, gpc.likelihoods.Probit(), X, y)
+        >>> bound = gpc.variational_bound(post, y)  # Kuss & Rasmussen's EP Jensen bound
+        >>> bool(bound <= post.log_marginal), round(float(bound), 1)
+        (True, -22.4)
     """
     if not isinstance(posterior, GaussianPosterior):
         raise GPClassError(f"variational_bound needs a dense GaussianPosterior; got {type(posterior).__name__}.")

@@ -4,20 +4,18 @@ gpclass's programs are many small fusions around a few LAPACK calls and
 matrix products (XLA's library kernels), so on the CPU backend most of their
 compile time is XLA generating and optimising machine code for the fusions,
 while their run time is mostly the library kernels.  Two options cut the
-first without slowing the second (``benchmarks/compile_options.py``, jaxlib
-0.10.2, 2 cores; value and gradient of log q for Laplace, EP, KL, JJ and
-softmax Laplace):
+first without slowing the second (value and gradient of log q for Laplace,
+EP, KL, JJ and softmax Laplace; ``benchmarks/compile_options.py``, figures
+in benchmarks/README.md):
 
 * XLA's fusion emitters off (the MLIR code generator for fused elementwise
-  kernels): compile CPU time 0.57-0.88 of XLA's default, run times within the
-  noise (0.86-1.08).
+  kernels): less compile time, run times within the noise.
 * LLVM optimisation level 1 instead of 3 (``xla_backend_optimization_level``):
-  compile CPU time a further 0.64-0.76, run times 0.99-1.05 at n = 400-1000.
-  The fused kernels lose LLVM's loop vectorisation, which matters only where
-  they dominate: one ML-II fit of 60 cases, already compiled, took 4.4-5.7
-  against 3.8-5.3 ms (medians of a Python loop over 64 fits, five processes
-  each, alternating), while the first fit of 138 cases in a new process took
-  1.75-2.03 against 2.06-2.39 s.
+  less compile time again, run times unchanged where the library kernels
+  dominate.  The fused kernels lose LLVM's loop vectorisation, which matters
+  only where they dominate (many tiny fits already compiled run a little
+  slower); the first call of every program, which is what users wait for,
+  is faster (``benchmarks/first_fit.py``).
 
 A third removes work from the programs:
 
@@ -25,9 +23,8 @@ A third removes work from the programs:
   XLA's proof that a loop-carried buffer may be updated in place looks
   inside the loop's regions, so a scan that writes columns of a matrix it
   carries (EP's site loop: ``dynamic_update_slice`` into the block's columns)
-  no longer copies that matrix at every step.  EP's sequential sweep: site
-  loop body 33 -> 30 operations, value and gradient at n = 600 590 -> 478 ms;
-  the other methods within the noise, compile times 0.90-1.16 of before.
+  no longer copies that matrix at every step: fewer operations per site and
+  a faster sequential sweep; the other methods' times do not change.
 
 The options are passed per program (``compiler_options`` of ``jax.jit``),
 never through global configuration or ``XLA_FLAGS``; a jaxlib that does not
@@ -68,6 +65,14 @@ def compiler_options() -> dict:
     Decided at the first compilation (not at import: importing gpclass does not
     start a backend) by compiling a one-line program with all options, and if
     the jaxlib rejects that, with each option: one that it rejects is left out.
+
+    Example:
+        >>> options = gpc.compiler_options()
+        >>> isinstance(options, dict)
+        True
+        >>> cumsum = jax.jit(jnp.cumsum, compiler_options=options)  # a program of your own, compiled the same way
+        >>> cumsum(jnp.arange(4)).tolist()
+        [0, 1, 3, 6]
     """
     if jax.default_backend() != "cpu":
         return {}
@@ -130,6 +135,16 @@ def jit(fun=None, /, **jit_kwargs):
     gpclass check raises a :class:`gpclass.GPClassError` with its message
     (``jax.jit`` reports it as JAX's ``JaxRuntimeError``).  Options given in
     ``compiler_options`` are added to (and override) gpclass's.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> def log_marginal(lengthscale):
+        ...     kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=lengthscale)
+        ...     return gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y).log_marginal
+        >>> value_and_grad = gpc.jit(jax.value_and_grad(log_marginal))  # one program, gpclass's options
+        >>> value, grad = value_and_grad(1.0)
+        >>> round(float(value), 1), bool(jnp.isfinite(grad))
+        (-24.4, True)
     """
     if fun is None:
         return functools.partial(jit, **jit_kwargs)
@@ -141,9 +156,22 @@ def jit(fun=None, /, **jit_kwargs):
 
 
 def filter_jit(fun=None, /, *, compiler_options: dict | None = None):
-    """``eqx.filter_jit(fun)`` (arrays traced, everything else static) with gpclass's XLA options (and, like
-    :func:`jit`, one BLAS thread per call on a machine with at most two cores); ``compiler_options`` are
-    added to (and override) gpclass's.  A failed gpclass check raises a :class:`gpclass.GPClassError`."""
+    """``eqx.filter_jit(fun)`` (arrays traced, everything else static) with gpclass's XLA options;
+    ``compiler_options`` are added to (and override) gpclass's.  A failed gpclass check raises a
+    :class:`gpclass.GPClassError`.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> @gpc.filter_jit
+        ... def log_marginal(kernel, X, y):  # the kernel's arrays are traced: new values reuse the program
+        ...     return gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y).log_marginal
+        >>> round(float(log_marginal(kernel, X, y)), 1)
+        -24.4
+        >>> longer = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=2.0)
+        >>> bool(log_marginal(longer, X, y) != log_marginal(kernel, X, y))
+        True
+    """
     if fun is None:
         return functools.partial(filter_jit, compiler_options=compiler_options)
     own = compiler_options or {}
@@ -163,11 +191,11 @@ def enable_compilation_cache(directory=None) -> pathlib.Path:
     cache, turned on for the process on request through JAX's documented
     ``set_cache_dir`` (gpclass sets no configuration by itself); it also
     resets JAX's record of whether a cache is in use, so it takes effect even
-    after earlier compilations.  JAX stores programs that took at least
-    ``jax_persistent_cache_min_compile_time_secs`` (default 1 s) to compile;
-    set that option yourself to store faster ones (a fit's program takes about
-    1 s, so whether it is stored can depend on the machine's speed; the main
-    job sets it to 0 for its own run).  Setting the environment
+    after earlier compilations.  JAX stores only programs whose compilation
+    took at least ``jax_persistent_cache_min_compile_time_secs``; a small
+    fit's program is near JAX's default threshold, so whether it is stored
+    can depend on the machine's speed: set that option to 0 yourself to store
+    every program (the main job does so for its own run).  Setting the environment
     variable ``JAX_COMPILATION_CACHE_DIR`` before starting Python does the
     same as this call.
 
@@ -182,6 +210,18 @@ def enable_compilation_cache(directory=None) -> pathlib.Path:
 
     Returns:
         The cache directory (created if missing).
+
+    Example:
+        >>> import tempfile
+        >>> directory = gpc.enable_compilation_cache(tempfile.mkdtemp())  # no argument: ~/.cache/gpclass/xla
+        >>> directory.is_dir()
+        True
+
+    From here on, gpclass's programs compiled in this process are stored in ``directory`` and a later
+    process that enables the same directory loads them.  To turn the cache off again::
+
+        >>> from jax.experimental.compilation_cache import compilation_cache
+        >>> jax.config.update("jax_compilation_cache_dir", None); compilation_cache.reset_cache()
     """
     from jax.experimental.compilation_cache import compilation_cache
 

@@ -51,6 +51,17 @@ class EMEPResult(eqx.Module):
     last EM step, with a converged EP solution (``converged`` says that),
     else ``MAX_STEPS`` or ``FAILED`` (not finite); ``m_step_converged``
     whether every M-step reached its gradient tolerance.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> kernel = kernel + gpc.kernels.White(0.01)  # latent noise: EM-EP needs a non-singular Gram matrix
+        >>> likelihood = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.05)
+        >>> result = gpc.fit_em_ep(gpc.EP(), kernel, likelihood, X, y, tol=1e-2)  # a loose tol: a quick example
+        >>> bool(result.converged), bool(result.bound <= result.log_marginal)  # F <= the EP evidence
+        (True, True)
+        >>> print(np.asarray(result.posterior.predict(X[:3])).round(1))
+        [0.8 0.7 0.8]
     """
 
     kernel: AbstractKernel
@@ -116,6 +127,17 @@ def fit_em_ep(
             (``max_steps``); or ``gpc.Progress(...)`` (as :func:`gpclass.fit`).
         throw: raise (as :func:`gpclass.fit`) unless the status is ``CONVERGED``;
             ``False`` reports it in ``EMEPResult.status`` only.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> kernel = kernel + gpc.kernels.White(0.01)  # their latent noise v2
+        >>> likelihood = gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit(), 0.05)  # their eq. 9
+        >>> result = gpc.fit_em_ep(gpc.EP(), kernel, likelihood, X, y, tol=1e-2)  # a loose tol: a quick example
+        >>> bool(result.converged), round(float(result.log_marginal), 1)
+        (True, -21.3)
+        >>> round(float(result.likelihood.epsilon), 3)  # r / n: the share of training cases on the wrong side
+        0.125
     """
     for name, value in (("max_steps", max_steps), ("m_step_max_steps", m_step_max_steps)):
         require_setting("fit_em_ep", name, value, low=1, low_open=False, integer=True)

@@ -76,6 +76,21 @@ class FitResult(eqx.Module):
     the box count as zero).  ``status`` is a :class:`gpclass.Status` code (an
     integer array, so it survives ``jit`` and ``vmap``); ``converged`` is
     ``status`` in {CONVERGED, AT_BOUND}.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> result = gpc.fit(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> bool(result.converged), gpc.Status(int(result.status)).name
+        (True, 'CONVERGED')
+        >>> start = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> bool(result.objective > start.log_marginal)  # log q rose from the starting hyperparameters
+        True
+        >>> steps = int(result.num_steps)  # history[i]: log q after step i + 1, NaN past num_steps
+        >>> bool(result.history[steps - 1] == result.objective), bool(jnp.isnan(result.history[steps]))
+        (True, True)
+        >>> print(np.asarray(result.posterior.predict(X[:3])).round(1))  # the posterior at the fitted kernel
+        [0.9 0.8 0.9]
     """
 
     kernel: AbstractKernel
@@ -205,6 +220,17 @@ def fit(
     (:func:`gpclass.jit`): non-array arguments (``optimizer``, ``log_prior``,
     ``bounds``, tolerances) are static, so pass the same objects to reuse a
     compilation.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> result = gpc.fit(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> bool(result.converged), round(float(result.objective), 1)  # the maximised log q(y|X, theta)
+        (True, -18.6)
+        >>> result.kernel  # the fitted hyperparameters
+        SquaredExponential(variance=..., lengthscale=...)
+        >>> print(np.asarray(gpc.predict(result.posterior, X[:3])).round(1))
+        [0.9 0.8 0.9]
     """
     method.check_ml2()
     require_setting("fit", "max_steps", max_steps, low=1, low_open=False, integer=True)

@@ -36,7 +36,7 @@ process without x64), and keeps the arrays in NumPy's portable format.
 to disk and renames it over the target: a failed write (a full disk) leaves
 the previous file as it was and raises the operating system's error.
 
-Files of format version 1 (gpclass before 0.2: no digests, the arrays written
+Files of format version 1 (written by earlier versions of gpclass: no digests, the arrays written
 by ``eqx.tree_serialise_leaves``) still load, unverified, with a
 ``UserWarning`` that says so; save them again to add digests.
 
@@ -126,11 +126,16 @@ def save(path, obj: Any) -> None:
     renamed over the target, so a failed write (a full disk) leaves an
     existing file as it was.  See the module docstring for the format.
 
-    Example::
-
-        result = gpc.fit(gpc.Laplace(), kernel, likelihood, X, y)
-        gpc.save("fit.gpc", result)
-        result = gpc.load("fit.gpc")
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     gpc.save(os.path.join(folder, "posterior.gpc"), post)
+        ...     restored = gpc.load(os.path.join(folder, "posterior.gpc"))
+        >>> type(restored).__name__, bool(jnp.array_equal(restored.mean, post.mean))
+        ('GaussianPosterior', True)
     """
     parts = _encode(obj)
     if not isinstance(path, (str, os.PathLike)):
@@ -277,6 +282,17 @@ def load(path) -> Any:
     named), a header, skeleton and arrays that do not fit together, and
     64-bit JAX arrays in a process without x64 (see the module docstring).
     A file of format version 1 loads unverified, with a ``UserWarning``.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        >>> import io
+        >>> file = io.BytesIO()  # or a path: gpc.save("posterior.gpc", post), gpc.load("posterior.gpc")
+        >>> gpc.save(file, post)
+        >>> restored = gpc.load(io.BytesIO(file.getvalue()))
+        >>> type(restored).__name__, restored.X.shape, bool(restored.log_marginal == post.log_marginal)
+        ('GaussianPosterior', (40, 4), True)
     """
     with _open(path, "rb") as f:
         header = _read_header(f)

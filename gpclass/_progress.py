@@ -59,6 +59,19 @@ class Progress:
             report always pass); ``None``: 0.5 s for the printer, 0 for a
             callback.
         file: where the printer writes (``None``: ``sys.stderr`` at the time of the report).
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> model = gpc.SVGP.at_prior(kernel, gpc.likelihoods.Logistic(), X[:10])
+        >>> reports = []
+        >>> fit = gpc.fit_svgp(model, X, y, key=jax.random.key(0), num_steps=300, batch_size=20,
+        ...                    progress=gpc.Progress(reports.append, every=100))
+        >>> [info["step"] for info in reports], reports[-1]["done"]
+        ([1, 100, 200, 300], True)
+
+    ``progress=True`` prints such reports on stderr instead.  ``gpc.fit`` and ``gpc.fit_em_ep`` take the same
+    ``progress=`` argument, ``gpc.MCMC`` and ``gpc.AIS`` a field of that name.
     """
 
     def __init__(self, callback: Callable[[dict], None] | None = None, *, every: int | None = None,

@@ -45,9 +45,8 @@ def sharded_vmap(fun, *, devices=None, batch_size: int | None = None, gather: bo
             block runs as a loop over such chunks.  ``None`` means 1 on CPU
             and the whole block elsewhere.  A vectorised while loop (Newton,
             EP sweeps, L-BFGS) runs every problem of a chunk until the slowest
-            one stops, so on a CPU one problem at a time is fastest: 256 ML-II
-            fits of 60 cases took 4.7 ms per fit one at a time and 12.8 ms as
-            one vmap of 256 (``benchmarks/many_fits.py``).
+            one stops, so on a CPU one problem at a time is fastest
+            (``benchmarks/many_fits.py``; figures in benchmarks/README.md).
         gather: when the devices span several processes, ``True`` gives every
             process all B results as NumPy arrays (one all-gather); ``False``
             gives the global ``jax.Array`` as computed, each process holding
@@ -76,6 +75,16 @@ def sharded_vmap(fun, *, devices=None, batch_size: int | None = None, gather: bo
     Results equal ``jax.vmap(fun)``'s up to rounding (``tests/test_sharding.py``).
     On a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set before
     JAX starts makes N devices of the host's cores.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> def log_marginal(X, y):
+        ...     return gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y).log_marginal
+        >>> many = gpc.sharded_vmap(log_marginal)  # over every device (one on a plain CPU)
+        >>> values = many(jnp.stack([X[:20], X[20:]]), jnp.stack([y[:20], y[20:]]))  # two problems
+        >>> values.shape
+        (2,)
     """
     setup = {}
 

@@ -39,6 +39,17 @@ class Sparse(eqx.Module):
     likelihoods; each costs O(n m^2) per Newton step or sweep.  Laplace
     also takes ``gpc.likelihoods.Softmax(C)``, the classes sharing the
     kernel: O(n C^2 m^2 + C^3 m^3) per Newton step.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> prior = gpc.Sparse(kernel, X[:10])  # FITC with 10 inducing inputs; approximation="vfe" for VFE
+        >>> post = gpc.infer(gpc.Laplace(), prior, gpc.likelihoods.Logistic(), X, y)
+        >>> bool(post.info.converged), round(float(post.log_marginal), 1)
+        (True, -24.5)
+        >>> prior = gpc.Sparse.from_data(kernel, X, 10, key=jax.random.key(0))  # Z: 10 rows of X by k-means++
+        >>> prior.inducing.shape
+        (10, 4)
     """
 
     kernel: AbstractKernel
@@ -99,7 +110,7 @@ class Sparse(eqx.Module):
         return LowRankCovariance(Phi=Phi, g=g, chol_uu=chol_uu, power=self.power)
 
 
-@jit(static_argnums=1)  # one program: run op by op, its ~60 operations compiled one by one (1-2 s)
+@jit(static_argnums=1)  # one program: run op by op, its ~60 operations would each be compiled on their own
 def kmeans_plus_plus(X: Float[Array, "n d"], num: int, key: Array) -> Float[Array, "num d"]:
     """``num`` distinct rows of X by k-means++ seeding: each next row drawn with probability ~ squared distance."""
     n = X.shape[0]

@@ -76,6 +76,16 @@ class SVGP(AbstractPosterior):
     prior.  Fit it with :func:`gpclass.fit_svgp`; predict with
     ``gpc.predict`` and ``gpc.predict_latent``; :meth:`elbo` is the
     objective, for training loops of your own.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> model = gpc.SVGP.at_prior(kernel, gpc.likelihoods.Logistic(), X[:10])  # 10 inducing inputs
+        >>> print(np.asarray(model.predict(X[:3])).round(2))  # q(f) is the prior: p = 1/2
+        [0.5 0.5 0.5]
+        >>> fit = gpc.fit_svgp(model, X, y, key=jax.random.key(0), num_steps=300, batch_size=20)
+        >>> print(np.asarray(fit.model.predict(X[:3])).round(1))
+        [0.8 0.8 0.8]
     """
 
     kernel: AbstractKernel

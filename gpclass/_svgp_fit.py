@@ -38,6 +38,17 @@ class SVGPFit(eqx.Module):
     last update) and ``next_step`` (the steps taken so far, this call's and
     those of the fits it continued) let ``gpc.fit_svgp(fit, X, y, ...)`` go on
     as if training had not stopped; ``gpc.save(path, fit)`` keeps all of it.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> model = gpc.SVGP.at_prior(kernel, gpc.likelihoods.Logistic(), X[:10])
+        >>> fit = gpc.fit_svgp(model, X, y, key=jax.random.key(0), num_steps=300, batch_size=20)
+        >>> gpc.Status(int(fit.status)).name, fit.elbo.shape, int(fit.next_step)
+        ('COMPLETED', (300,), 300)
+        >>> more = gpc.fit_svgp(fit, X, y, key=jax.random.key(0), num_steps=100, batch_size=20)  # continue
+        >>> int(more.next_step)
+        400
     """
 
     model: SVGP
@@ -115,6 +126,16 @@ def fit_svgp(
         throw: raise a ``gpc.GPClassError`` naming the status unless training
             completed (as :func:`gpclass.infer`, :func:`gpclass.fit` and
             :func:`gpclass.fit_em_ep`); ``False`` returns the result with its ``status``.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> model = gpc.SVGP.at_prior(kernel, gpc.likelihoods.Logistic(), X[:10])
+        >>> fit = gpc.fit_svgp(model, X, y, key=jax.random.key(0), num_steps=300, batch_size=20)
+        >>> bool(fit.elbo[-50:].mean() > fit.elbo[:50].mean())  # minibatch ELBO estimates rose
+        True
+        >>> print(np.asarray(gpc.predict(fit.model, X[:3])).round(1))
+        [0.8 0.8 0.8]
     """
     require_setting("fit_svgp", "num_steps", num_steps, low=1, low_open=False, integer=True)
     checkpoint = model if isinstance(model, SVGPFit) else None

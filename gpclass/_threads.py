@@ -3,8 +3,8 @@ the user's to set, with :func:`limit_lapack_threads`.
 
 On the CPU, jaxlib calls LAPACK from SciPy's BLAS (OpenBLAS in SciPy's
 wheels).  OpenBLAS and XLA each keep a pool of threads, one per core.  After
-a multi-threaded call OpenBLAS's worker threads keep spinning for a while
-(about 0.1 s), so the XLA work that follows a factorisation (matrix products,
+a multi-threaded call OpenBLAS's worker threads keep spinning for a while,
+so the XLA work that follows a factorisation (matrix products,
 EP's site loop) shares the cores with them.  On a 2-core machine one BLAS
 thread made EP, KL and Laplace faster (``benchmarks/lapack_threads.py``;
 figures in ``benchmarks/README.md``), and much faster beside another busy
@@ -44,6 +44,15 @@ def limit_lapack_threads(num_threads: int | None) -> threadpoolctl.threadpool_li
 
     Args:
         num_threads: the largest number of BLAS threads; ``None`` lifts the limit.
+
+    Example:
+        >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
+        >>> kernel = gpc.kernels.SquaredExponential(variance=1.0, lengthscale=1.0)
+        >>> with gpc.limit_lapack_threads(1):  # one BLAS thread inside the block only
+        ...     post = gpc.infer(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y)
+        ...     post = jax.block_until_ready(post)
+        >>> bool(post.info.converged)
+        True
     """
     if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
                                     or num_threads < 1):
