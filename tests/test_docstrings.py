@@ -31,7 +31,12 @@ PUBLIC_MODULES = (
 
 # Public names whose examples compile an inference program (seconds each): run with `-m slow`.  Two sets, one for
 # the top-level names and one for the submodules' names.
-SLOW_TOP_LEVEL = frozenset()
+SLOW_TOP_LEVEL = frozenset(f"gpclass.{name}" for name in (
+    "AIS", "EMEPResult", "EP", "FitResult", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL",
+    "MCMC", "PreferencePosterior", "Progress", "SVGP", "SVGPFit", "SamplePosterior", "SamplerInfo", "SoftmaxPosterior",
+    "SoftmaxSamplePosterior", "Sparse", "SparsePosterior", "SparseSoftmaxPosterior", "filter_jit", "fit", "fit_em_ep",
+    "fit_svgp", "jit", "predict_pair_latent", "predict_preference", "sharded_vmap", "variational_bound",
+))
 SLOW_SUBMODULES = frozenset(f"gpclass.{name}" for name in (
     "integrators.MacKay", "integrators.MonteCarlo", "likelihoods.AbstractLikelihood", "likelihoods.Ordinal",
     "likelihoods.Preference", "plot.decision_contours", "plot.decision_contours_by_kernel", "plot.log_marginal_surface",
