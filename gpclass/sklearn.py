@@ -143,7 +143,7 @@ except ImportError as error:  # pragma: no cover - exercised only without scikit
 
 from ._exceptions import GPClassError
 from ._fit import fit as _fit
-from ._inference import EP, KL, JaakkolaJordan, Laplace, infer
+from ._inference import EP, infer
 from ._ordinal_start import link_quantiles, noise_held, prior_scale
 from ._sklearn_batches import (
     _batched,
@@ -152,7 +152,7 @@ from ._sklearn_batches import (
     _softmax_predictions,
     _to_numpy,
 )
-from ._sklearn_kernels import Translation, is_sklearn_kernel, translate
+from ._sklearn_kernels import Translation, translate
 from ._sklearn_one_vs_one import _one_vs_one_votes, _pairwise_coupling
 from ._sklearn_restarts import (
     DEFAULT_START_BOUNDS,
@@ -162,10 +162,10 @@ from ._sklearn_restarts import (
     _stacked,
     _vmap_restarts,
 )
+from ._sklearn_settings import SettingsMixin
 from ._sklearn_weights import _case_weights, _repeat_rows, _whole_numbers
 from ._status import Status
-from .kernels import AbstractKernel, SquaredExponential
-from .likelihoods import Logistic, Ordinal, Probit, Softmax
+from .likelihoods import Logistic, Ordinal, Softmax
 
 __all__ = ["EXPECTED_FAILED_CHECKS", "GaussianProcessClassifier"]
 
@@ -186,11 +186,8 @@ EXPECTED_FAILED_CHECKS = {
     ),
 }
 
-_METHODS = {"laplace": Laplace, "ep": EP, "kl": KL, "jj": JaakkolaJordan}
-_LIKELIHOODS = {"logistic": Logistic, "probit": Probit, "ordinal": Ordinal, "ordinal_logit": Ordinal}
 
-
-class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
+class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
     """Gaussian-process classification with a scikit-learn interface.
 
     Parameters:
@@ -689,89 +686,9 @@ class GaussianProcessClassifier(ClassifierMixin, BaseEstimator):
             )
         return mean, cov, p
 
-    def _checked_settings(self):
-        """(dtype, method, likelihood) from the parameters, checked before the data are looked at."""
-        dtype = self._checked_dtype()
-        method, likelihood = self._checked_method(), self._checked_likelihood()
-        for name in ("max_steps", "mc_samples"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise GPClassError(f"{name} must be a positive integer; got {value!r}.")
-        restarts = self.n_restarts_optimizer
-        if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 0:
-            raise GPClassError(f"n_restarts_optimizer must be a non-negative integer; got {restarts!r}.")
-        if self.multi_class not in ("softmax", "one_vs_rest", "one_vs_one"):
-            raise GPClassError(
-                f"multi_class must be 'softmax', 'one_vs_rest' or 'one_vs_one'; got {self.multi_class!r}."
-            )
-        if self._ordinal() and self.multi_class != "softmax":
-            raise GPClassError(
-                f"likelihood={self.likelihood!r} fits one model of all the ordered classes "
-                "(gpc.likelihoods.Ordinal(K)); "
-                f"multi_class={self.multi_class!r} does not apply to it: leave multi_class at its default."
-            )
-        if isinstance(method, JaakkolaJordan) and not isinstance(likelihood, Logistic):
-            raise GPClassError(
-                "method='jj' (the Jaakkola-Jordan bound) is for likelihood='logistic' only"
-                + (f"; likelihood={self.likelihood!r} takes method='laplace', 'ep' or 'kl'." if self._ordinal()
-                   else ".")
-            )
-        return dtype, method, likelihood
-
-    def _checked_dtype(self):
-        try:
-            dtype = np.dtype(self.dtype)
-        except TypeError:
-            dtype = None
-        if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-            raise GPClassError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}.")
-        return dtype
-
-    def _checked_method(self):
-        if isinstance(self.method, tuple(_METHODS.values())):
-            return self.method
-        if isinstance(self.method, str) and self.method in _METHODS:
-            return _METHODS[self.method]()
-        raise GPClassError(
-            f"method must be one of {sorted(_METHODS)} (or gpc.Laplace(), gpc.EP(), gpc.KL(), "
-            f"gpc.JaakkolaJordan() objects); got {self.method!r}."
-        )
-
-    def _checked_likelihood(self):
-        """The binary likelihood (``None`` for the ordinal ones, whose Ordinal(K) is built at fit from the labels)."""
-        if isinstance(self.likelihood, str) and self.likelihood in _LIKELIHOODS:
-            return None if self._ordinal() else _LIKELIHOODS[self.likelihood]()
-        raise GPClassError("likelihood must be 'logistic', 'probit', 'ordinal' or 'ordinal_logit'; got "
-                           f"{self.likelihood!r}.")
-
     def _one_vs_one(self):
         """Fitted with one model per pair of classes."""
         return getattr(self, "_pairs", None) is not None
-
-    def _ordinal(self):
-        return isinstance(self.likelihood, str) and self.likelihood in ("ordinal", "ordinal_logit")
-
-    def _link(self):
-        """The ordinal model's link: ``"logit"`` for ``likelihood="ordinal_logit"``, else ``"probit"``."""
-        return "logit" if self.likelihood == "ordinal_logit" else "probit"
-
-    def _initial_kernel(self, num_features, dtype):
-        """The gpclass kernel to start from, or for a scikit-learn kernel its ``Translation``."""
-        if self.kernel is None:
-            shape = (num_features,) if self.ard else ()
-            lengthscale = np.full(shape, np.sqrt(num_features), dtype)
-            return SquaredExponential(variance=np.asarray(1.0, dtype), lengthscale=lengthscale)
-        if self.ard:
-            raise GPClassError("ard=True shapes the default kernel only; give your kernel a lengthscale of shape (d,).")
-        if is_sklearn_kernel(self.kernel):
-            return translate(self.kernel, num_features, dtype)
-        if not isinstance(self.kernel, AbstractKernel):
-            raise GPClassError(
-                f"kernel must be a gpclass kernel (gpc.kernels), a scikit-learn kernel "
-                f"(sklearn.gaussian_process.kernels) or None; got {self.kernel!r}."
-            )
-        return jax.tree.map(lambda leaf: jnp.asarray(leaf, dtype) if eqx.is_inexact_array_like(leaf) else leaf,
-                            self.kernel)
 
 
 def _precision(dtype):
