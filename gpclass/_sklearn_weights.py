@@ -16,9 +16,12 @@ def _case_weights(X, y, sample_weight, class_weight):
     if class_weight is not None:
         weight = weight * compute_sample_weight(class_weight, y)
     if not np.all(np.isfinite(weight)):
-        raise GPClassError("sample_weight must be finite.")
+        first = int(np.argmax(~np.isfinite(weight)))
+        raise GPClassError(f"sample_weight (times class_weight) must be finite (the first that is not: weight[{first}] "
+                           f"= {weight[first]}); drop those cases or give them a finite weight (0 leaves a case out).")
     if not np.any(weight > 0):
-        raise GPClassError("sample_weight is zero for every case: there is nothing to fit.")
+        raise GPClassError("sample_weight (times class_weight) is zero for every case: there is nothing to fit; give "
+                           "at least one case a positive weight.")
     return None if np.all(weight == 1.0) else weight
 
 

@@ -126,7 +126,7 @@ _GRADIENT = "the largest component of the projected gradient of the objective wi
 
 def _fit_message(status: Status, grad_norm: float | None, gtol: float | None) -> str:
     """gpc.fit's statuses: its gradient test (max |projected gradient| <= gtol), with the values when given."""
-    achieved = "" if grad_norm is None else f" is {grad_norm:.2g},"
+    achieved = " is" if grad_norm is None else f" is {grad_norm:.2g},"  # "... is at most gtol" without the values
     tolerance = "gtol" if gtol is None else f"gtol = {gtol:.2g}"
     above = ("" if grad_norm is None else f" ({grad_norm:.2g})") + f" was still above {tolerance}"
     if status == Status.CONVERGED:

@@ -399,7 +399,11 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
         self.best_start_ = best[0] if single else best
         self._pairs = pairs
         self._fit_dtype = dtype
-        self._warn_unless_converged(statuses, names, [len(codes) > 1 for codes in start_statuses])
+        # What ran: ML-II, or the inner method alone (optimize=False; a scikit-learn kernel with every
+        # hyperparameter fixed and no ordinal cutpoints to fit, as in _fit_one).
+        fitted = self.optimize and (ordinal or not isinstance(kernel, Translation) or kernel.fits_anything)
+        self._warn_unless_converged(statuses, names, [len(codes) > 1 for codes in start_statuses],
+                                    "fit" if fitted else method)
         if softmax:  # common random numbers for the Monte Carlo average (antithetic pairs)
             half = (self.mc_samples + 1) // 2
             rng = check_random_state(self.random_state)
@@ -568,8 +572,8 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
         status = Status(int(status))
         if status == Status.FAILED:
             raise FloatingPointError(
-                f"{type(self).__name__}.fit: {status.message} Check the kernel's starting values "
-                "(a standardised X helps: Pipeline(StandardScaler(), ...))."
+                f"{type(self).__name__}.fit: {status.describe('fit' if optimize else method)} With scikit-learn, "
+                f"standardise X in a pipeline: make_pipeline(StandardScaler(), {type(self).__name__}(...))."
                 + (" Every start of n_restarts_optimizer failed." if optimize and starts else "")
             )
         if not (optimize and starts):
@@ -577,15 +581,21 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
         return (_to_numpy(posterior), _to_numpy(kernel), _to_numpy(likelihood), float(value), status,
                 start_values, start_statuses, best)
 
-    def _warn_unless_converged(self, statuses, names, restarted):
+    def _warn_unless_converged(self, statuses, names, restarted, who):
+        """A ConvergenceWarning per model that did not converge, saying what its status means for ``who`` (``"fit"``:
+        ML-II, else the inference method that ran alone; ``Status.describe``) and the estimator's setting to raise."""
         for status, name, several in zip(statuses, names, restarted):
             if status > Status.AT_BOUND:
                 which = "" if name is None else f" (the model of {name})"
-                what = "ML-II" if self.optimize else "the inner solver"
+                fit = isinstance(who, str)  # "fit", else the method
+                what = "ML-II" if fit else f"the inner solver ({type(who).__name__})"
                 if several:
                     what += f" (none of its {int(self.n_restarts_optimizer) + 1} starts converged; the best kept)"
-                hint = " Raise max_steps." if self.optimize and status == Status.MAX_STEPS else ""
-                warnings.warn(f"{what}{which} stopped with {status.name}: {status.message}{hint}",
+                hint = ""
+                if status == Status.MAX_STEPS:  # the estimator's setting that raises the limit
+                    setting = "max_steps=..." if fit else f"method=gpc.{type(who).__name__}(max_steps=...)"
+                    hint = f" In the estimator: {type(self).__name__}({setting})."
+                warnings.warn(f"{what}{which} stopped with {status.name}: {status.describe(who)}{hint}",
                               ConvergenceWarning, stacklevel=3)
 
     # ------------------------------------------------------------- prediction

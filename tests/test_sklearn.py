@@ -310,6 +310,21 @@ def _test_points(X):
     return np.concatenate([X[::2] + 0.3, X[:5]])
 
 
+def test_a_convergence_warning_says_what_its_status_means_and_which_setting_to_change():
+    """ML-II's status is explained as the fit's (its gradient test), the inner method's as that method's, each with
+    the estimator's setting that raises the limit (issue 38, item 7); no program runs."""
+    estimator = GaussianProcessClassifier(max_steps=7)
+    with pytest.warns(ConvergenceWarning) as caught:
+        estimator._warn_unless_converged([gpc.Status.MAX_STEPS], [None], [False], "fit")
+        estimator._warn_unless_converged([gpc.Status.MAX_STEPS], ["class 'b'"], [False], gpc.EP())
+    fit, ep = (str(w.message) for w in caught)
+    assert fit.startswith("ML-II stopped with MAX_STEPS: the step limit was reached: max_steps optimiser steps")
+    assert fit.endswith("In the estimator: GaussianProcessClassifier(max_steps=...).") and "sweep" not in fit
+    assert ep.startswith("the inner solver (EP) (the model of class 'b') stopped with MAX_STEPS")
+    assert "between two sweeps" in ep and ep.endswith("GaussianProcessClassifier(method=gpc.EP(max_steps=...)).")
+    assert "gradient" not in ep
+
+
 def test_training_sizes():
     """Training sets are padded to sizes n <= size <= max(32, 1.125 n), at most 8 per octave, so that nearby
     sizes (3-fold CV of 163 cases: folds of 108 and 109) share one compiled program."""
