@@ -54,7 +54,8 @@ def _check_test_inputs(posterior, X_test):
     X_test = check_inputs(X_test, "X_test", allow_empty=True)
     d = posterior.input_dim
     if X_test.shape[1] != d:
-        raise GPClassError(f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {d}.")
+        raise GPClassError(f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {d}: pass test "
+                           f"inputs with the same {d} columns (and preprocessing) as the training inputs.")
     return X_test
 
 

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from . import _dense as dense
 from ._compile import jit
 from ._covariance import LowRankCovariance, times_inverse_transpose
+from ._errors import AT
 from ._exceptions import GPClassError
 from ._types import Array, Float
 from ._validation import Checks, as_float, require_setting
@@ -87,13 +88,16 @@ class Sparse(eqx.Module):
 
     def parameter_checks(self, checks: Checks) -> None:
         self.kernel.parameter_checks(checks)
-        checks.fail_if(~jnp.isfinite(self.inducing), "Sparse: the inducing inputs contain NaN or infinite values.")
+        checks.fail_if(~jnp.isfinite(self.inducing), f"Sparse: the inducing inputs Z contain NaN or infinite "
+                       f"values{AT}; check Z (e.g. choose it among the rows of X: gpc.Sparse.from_data(kernel, X, m, "
+                       "key=...)).", at=("the first: Z[{index}] = {value}", self.inducing))
 
     def check_inputs(self, X) -> None:
         """Static checks: Z's width is X's, and there are no more inducing inputs than cases."""
         m, d = self.inducing.shape
         if d != X.shape[1]:
-            raise GPClassError(f"Sparse: the inducing inputs have {d} dimensions but X has {X.shape[1]}.")
+            raise GPClassError(f"Sparse: the inducing inputs Z have {d} dimensions but X has {X.shape[1]}: give Z the "
+                               "columns (and preprocessing) of X.")
         if m > X.shape[0]:
             raise GPClassError(f"Sparse: {m} inducing inputs for {X.shape[0]} cases; use at most as many as cases "
                                "(or the dense kernel).")

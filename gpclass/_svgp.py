@@ -100,7 +100,10 @@ class SVGP(AbstractPosterior):
     def __check_init__(self):
         m, C = self.inducing.shape[0], self.num_latent
         if C > 1 and not isinstance(self.likelihood, Softmax):
-            raise GPClassError("SVGP supports binary likelihoods and gpc.likelihoods.Softmax(C).")
+            raise GPClassError(f"SVGP supports binary likelihoods and gpc.likelihoods.Softmax(C); got "
+                               f"{type(self.likelihood).__name__}, with {C} latent functions per case: use "
+                               f"gpc.likelihoods.Softmax({C}) with SVGP, or gpc.infer / gpc.fit with a method that "
+                               "supports the likelihood (MultinomialProbit: gpc.EP(), gpc.MCMC() or gpc.AIS()).")
         if C == 1 and (self.inducing.ndim != 2 or self.q_mu.shape != (m,) or self.q_sqrt.shape != (m, m)):
             raise GPClassError(
                 f"SVGP needs inducing of shape (m, d), q_mu of shape (m,) and q_sqrt of shape (m, m); got "

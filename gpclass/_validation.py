@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._errors import AT, Located, branched_error_if
+from ._errors import AT, Located, branched_error_if, placed_message, static_message
 from ._exceptions import GPClassError
 from ._types import Array, Bool, Float
 
@@ -42,12 +42,29 @@ class Checks:
         located = None if at is None else Located(at[0], pred, at[1])
         self._conditions.append((jnp.any(pred), message, located))
 
+    def raise_now(self) -> None:
+        """On the host, with concrete values (``gpc.fit_svgp``'s set-up): raise the first failed condition as a
+        returned check gives it, with its first offending entry."""
+        for pred, message, located in self._conditions:
+            if bool(pred):
+                if located is None:
+                    raise GPClassError(static_message(message))
+                position, value = located.place()
+                raise GPClassError(placed_message(message, located.static(), position, value))
+
     def attach(self, x):
         if not self._conditions:
             return x
         preds = jnp.stack([pred for pred, _, _ in self._conditions])
         return branched_error_if(x, jnp.any(preds), jnp.argmax(preds), [m for _, m, _ in self._conditions],
                                  [located for _, _, located in self._conditions])
+
+
+def parameter_at(name: str, value) -> tuple[str, object]:
+    """``Checks.fail_if``'s ``at`` for a parameter: ``got name = v`` for a scalar, ``the first: name[i] = v`` for an
+    array (an ARD length scale, a kernel stacked per class)."""
+    describe = f"got {name} = {{value}}" if jnp.ndim(value) == 0 else f"the first: {name}[{{index}}] = {{value}}"
+    return describe, value
 
 
 def _own(checks):
@@ -106,20 +123,46 @@ def check_binary_labels(y, n: int, dtype, checks: Checks | None = None) -> Float
     if y.dtype == jnp.bool_:
         return jnp.where(y, 1.0, -1.0).astype(dtype)
     checks, own = _own(checks)
-    if jnp.issubdtype(y.dtype, jnp.inexact):
-        checks.fail_if(jnp.isnan(y), f"binary labels y contain NaN{AT}; missing labels are not supported: drop those "
-                       "cases.", at=("the first at y[{index}]", y))
-    valid = (y == 1) | (y == -1) | (y == 0) | jnp.isnan(y)  # NaN has its own message above
-    checks.fail_if(~valid, f"binary labels y must be in {{-1, +1}}, {{0, 1}} or booleans{AT}. For more than two "
-                   "classes use gpc.likelihoods.Softmax(C) with labels 0..C-1.",
-                   at=("the first that is not: y[{index}] = {value}", y))
-    checks.fail_if(
-        (y == -1) & jnp.any(y == 0),
-        f"binary labels y mix the codings {{0, 1}} and {{-1, +1}}: both 0 and -1 occur{AT}; use one coding, 0/1 "
-        "or -1/+1.", at=("the first -1 at y[{index}]", y),
-    )
+    for pred, message, describe in _binary_label_failures(y, jnp):
+        checks.fail_if(pred, message, at=(describe, y))
     labels = jnp.where(y > 0, 1.0, -1.0).astype(dtype)
     return checks.attach(labels) if own else labels
+
+
+def host_binary_labels(y: np.ndarray, dtype) -> np.ndarray:
+    """:func:`check_binary_labels` on the host, in NumPy (``gpc.fit_svgp`` checks its data before any reach a
+    device), with the same messages; the shape is the caller's to check."""
+    if y.dtype == np.bool_:
+        return np.where(y, 1.0, -1.0).astype(dtype)
+    raise_first_failure(_binary_label_failures(y, np), y)
+    return np.where(y > 0, 1.0, -1.0).astype(dtype)
+
+
+def _binary_label_failures(y, xp):
+    """(pred, message, describe) of each value check of binary labels ``y`` (not booleans), in order; ``xp`` is
+    ``jnp`` or ``np``."""
+    failures = []
+    if xp.issubdtype(y.dtype, xp.inexact):
+        failures.append((xp.isnan(y), f"binary labels y contain NaN{AT}; missing labels are not supported: drop "
+                         "those cases.", "the first at y[{index}]"))
+    valid = (y == 1) | (y == -1) | (y == 0) | xp.isnan(y)  # NaN has its own message above
+    failures.append((~valid, f"binary labels y must be in {{-1, +1}}, {{0, 1}} or booleans{AT}. For more than two "
+                     "classes use gpc.likelihoods.Softmax(C) with labels 0..C-1.",
+                     "the first that is not: y[{index}] = {value}"))
+    failures.append(((y == -1) & xp.any(y == 0), f"binary labels y mix the codings {{0, 1}} and {{-1, +1}}: both 0 "
+                     f"and -1 occur{AT}; use one coding, 0/1 or -1/+1.", "the first -1 at y[{index}]"))
+    return failures
+
+
+def raise_first_failure(failures, values) -> None:
+    """On the host: raise the message of the first failure (pred, message, describe) whose ``pred`` (a NumPy
+    array of ``values``' shape) holds anywhere, naming its first offending entry as a returned check does."""
+    for pred, message, describe in failures:
+        pred = np.broadcast_to(pred, np.shape(values))
+        if np.any(pred):
+            position = int(np.argmax(pred.ravel()))
+            raise GPClassError(placed_message(message, (describe, np.shape(values)), position,
+                                              np.ravel(values)[position]))
 
 
 def check_label_shape(y, n: int) -> None:
@@ -189,23 +232,45 @@ def _class_indices(y, n: int, num_classes: int, checks: Checks, kind: str, likel
     not NaN, in range) added to ``checks``; ``kind`` and ``likelihood`` name the labels in the messages."""
     y = jnp.asarray(y)
     check_label_shape(y, n)
-    if y.dtype == jnp.bool_ or not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
+    _check_class_dtype(y, num_classes, kind)
+    for pred, message, describe in _class_index_failures(y, num_classes, kind, likelihood, jnp):
+        checks.fail_if(pred, message, at=(describe, y))
+    return y
+
+
+def host_class_indices(y: np.ndarray, num_classes: int, kind: str, likelihood: str) -> np.ndarray:
+    """:func:`_class_indices` on the host, in NumPy (``gpc.fit_svgp``), with the same messages; the shape is the
+    caller's to check."""
+    _check_class_dtype(y, num_classes, kind)
+    raise_first_failure(_class_index_failures(y, num_classes, kind, likelihood, np), y)
+    return y
+
+
+def _check_class_dtype(y, num_classes: int, kind: str) -> None:
+    if y.dtype == np.bool_ or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
         raise GPClassError(f"{kind} labels must be integers 0..{num_classes - 1}; y has dtype {y.dtype}: encode "
                            "the classes as integers, e.g. np.unique(y, return_inverse=True)[1].")
+
+
+def _class_index_failures(y, num_classes: int, kind: str, likelihood: str, xp):
+    """(pred, message, describe) of each value check of class indices ``y`` (whole, not NaN, in 0..C-1), in
+    order; ``xp`` is ``jnp`` or ``np``."""
     last = num_classes - 1
-    if jnp.issubdtype(y.dtype, jnp.floating):
-        checks.fail_if(jnp.isnan(y), f"{kind} labels y contain NaN{AT}; they must be whole numbers 0..{last} "
-                       "(missing labels are not supported: drop those cases).", at=("the first at y[{index}]", y))
-        checks.fail_if((y != jnp.round(y)) & ~jnp.isnan(y),
-                       f"{kind} labels y must be whole numbers 0..{last}; got a fraction{AT}.",
-                       at=("the first: y[{index}] = {value}", y))
-    checks.fail_if(
+    failures = []
+    if xp.issubdtype(y.dtype, xp.floating):
+        failures.append((xp.isnan(y), f"{kind} labels y contain NaN{AT}; they must be whole numbers 0..{last} "
+                         "(missing labels are not supported: drop those cases).", "the first at y[{index}]"))
+        failures.append(((y != xp.round(y)) & ~xp.isnan(y),
+                         f"{kind} labels y must be whole numbers 0..{last}; got a fraction{AT}: encode the classes "
+                         "as integers, e.g. np.unique(y, return_inverse=True)[1] numbers them in sorted order.",
+                         "the first: y[{index}] = {value}"))
+    failures.append((
         (y < 0) | (y > last),
         f"{kind} labels y must lie in 0..{last} for {likelihood}({num_classes}){AT}: number the classes "
         f"0..{last}, or give {likelihood} the number of classes the labels hold.",
-        at=("the first outside: y[{index}] = {value}", y),
-    )
-    return y
+        "the first outside: y[{index}] = {value}",
+    ))
+    return failures
 
 
 def binary_one_class(y) -> Bool[Array, ""]:

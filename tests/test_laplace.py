@@ -377,7 +377,7 @@ def test_single_case_and_label_codings(ionosphere_small):
 @pytest.mark.parametrize(
     "X, y, message",
     [
-        (np.zeros((3, 2)), np.array([1.0, 2.0, -1.0]), "labels must be in"),
+        (np.zeros((3, 2)), np.array([1.0, 2.0, -1.0]), "labels y must be in"),
         (np.zeros((3, 2)), np.array([1.0, 0.0, -1.0]), "mix the codings"),
         (np.array([[0.0, 1.0], [np.nan, 1.0], [2.0, 3.0]]), np.array([1.0, -1.0, 1.0]), "NaN"),
         (np.zeros((3, 2)), np.array([1.0, -1.0]), "shape"),
@@ -389,7 +389,7 @@ def test_single_case_and_label_codings(ionosphere_small):
 def test_bad_input_is_a_clear_error(X, y, message):
     with pytest.raises(Exception, match=message):
         gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(), LOGISTIC, X, y)
-    if message in ("labels must be in", "mix the codings", "NaN"):  # value checks also raise inside a user's jit
+    if message in ("labels y must be in", "mix the codings", "NaN"):  # value checks also raise inside a user's jit
         with pytest.raises(Exception, match=message):
             log_marginal_in_user_jit(X, y)
 

@@ -79,7 +79,9 @@ class AbstractCovariance(eqx.Module):
         """The factorisation of I + W K for the softmax's block-diagonal W = diag(pi) - pi pi^T, case by case
         (GPML eq. 3.38), with C latent functions, each with this prior."""
         raise GPClassError(f"a {type(self).__name__} ({self.describe()}) has no factorisation for a likelihood with "
-                           "several latent functions per case.")
+                           "several latent functions per case (gpc.likelihoods.Softmax): implement class_factor in "
+                           "it (as DenseCovariance and LowRankCovariance do), or use a kernel's Gram matrix or "
+                           "gpc.Sparse(kernel, Z) as the prior.")
 
     def class_solver(self, pi: Float[Array, "n C"]) -> "AbstractNewtonSolve":
         """What a Newton step needs of :meth:`class_factor`: its solve with I + W K (by default the factor)."""
@@ -182,4 +184,6 @@ class AbstractSitesCovariance(eqx.Module):
 
     def matrix(self) -> Float[Array, "n n"]:
         """Sigma as a dense matrix (only where ``has_matrix``)."""
-        raise GPClassError(f"{type(self).__name__} is applied by its products; it has no dense matrix.")
+        raise GPClassError(f"{type(self).__name__} is applied by its products; it has no dense matrix (has_matrix is "
+                           "False): take its products (times) instead, or, for a Sigma that has one, set "
+                           "has_matrix = True and implement matrix().")

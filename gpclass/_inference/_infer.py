@@ -2,7 +2,7 @@
 
 import jax.numpy as jnp
 
-from .._errors import entry_point
+from .._errors import AT, entry_point
 from .._exceptions import GPClassError
 from .._sparse import Sparse
 from .._status import raise_unless_successful
@@ -137,7 +137,8 @@ def apply_mask(method, likelihood, y, mask, checks, weights=None):
                            f"and for Softmax; got {type(method).__name__} with {type(likelihood).__name__}.")
     if weights is None:
         mask = _checked_mask(mask, y.shape)
-        checks.fail_if(~jnp.any(mask), "mask: every case is left out.")
+        checks.fail_if(~jnp.any(mask), "mask: every case is left out (mask is False everywhere); keep at least one "
+                       "case (mask True).")
         return jnp.where(mask, y, likelihood.left_out_label).astype(y.dtype), Masked(likelihood)
     if not likelihood.binary or likelihood.left_out_label != 0.0 or not likelihood.weighted_labels:
         raise GPClassError(f"weights: supported for the binary likelihoods with labels +-1 (Logistic, Probit, "
@@ -148,7 +149,8 @@ def apply_mask(method, likelihood, y, mask, checks, weights=None):
 def _checked_mask(mask, shape):
     mask = jnp.asarray(mask)
     if mask.shape != shape or not (mask.dtype == bool or jnp.issubdtype(mask.dtype, jnp.integer)):
-        raise GPClassError(f"mask must be booleans of shape {shape}; got {mask.dtype} of shape {mask.shape}.")
+        raise GPClassError(f"mask must be booleans of shape {shape}, one per case (True keeps it); got {mask.dtype} of "
+                           f"shape {mask.shape}.")
     return mask.astype(bool)
 
 
@@ -158,13 +160,16 @@ def _checked_weights(weights, mask, shape, dtype, checks):
         weights = jnp.ones(shape, dtype)
     weights = jnp.asarray(weights)
     if weights.shape != shape or not (jnp.issubdtype(weights.dtype, jnp.number) and weights.dtype != bool):
-        raise GPClassError(f"weights must be numbers of shape {shape}; got {weights.dtype} of shape "
+        raise GPClassError(f"weights must be numbers of shape {shape}, one per case; got {weights.dtype} of shape "
                            f"{weights.shape}.")
     weights = weights.astype(dtype)
-    checks.fail_if(~jnp.isfinite(weights) | (weights < 0), "weights must be finite and >= 0.")
+    checks.fail_if(~jnp.isfinite(weights) | (weights < 0),
+                   f"weights must be finite and >= 0{AT} (each multiplies its case's log-likelihood); to leave a case "
+                   "out give it weight 0.", at=("the first that is not: weights[{index}] = {value}", weights))
     if mask is not None:
         weights = jnp.where(_checked_mask(mask, shape), weights, 0.0)
-    checks.fail_if(~jnp.any(weights > 0), "weights: every case has weight 0 (or is left out).")
+    checks.fail_if(~jnp.any(weights > 0), "weights: every case has weight 0 (or is left out by mask); give at least "
+                   "one case a positive weight.")
     return weights
 
 

@@ -234,7 +234,8 @@ def equal_length_bins(y, num_bins: int, *, lower=None, upper=None) -> np.ndarray
     lower = y.min() if lower is None else float(lower)
     upper = y.max() if upper is None else float(upper)
     if not upper > lower:
-        raise GPClassError(f"equal-length bins need upper > lower, got [{lower}, {upper}]")
+        raise GPClassError(f"equal-length bins need upper > lower; got lower={lower}, upper={upper}: pass a range "
+                           "with upper > lower (by default the range of y, which must hold two different values)")
     edges = lower + (upper - lower) * np.arange(1, num_bins) / num_bins
     return np.searchsorted(edges, y, side="left").astype(np.int64)
 
@@ -263,8 +264,12 @@ def equal_frequency_bins(y, num_bins: int) -> np.ndarray:
 
 def _check_bins(y, num_bins) -> np.ndarray:
     y = np.asarray(y, dtype=np.float64)
-    if y.size == 0 or not np.all(np.isfinite(y)):
-        raise GPClassError("y must be a non-empty array of finite numbers")
+    if y.size == 0:
+        raise GPClassError("y is empty: pass at least one target")
+    if not np.all(np.isfinite(y)):
+        first = tuple(int(i) for i in np.argwhere(~np.isfinite(y))[0])
+        raise GPClassError(f"y must hold finite numbers (the first that is not: y[{', '.join(map(str, first))}] = "
+                           f"{y[first]}); drop or impute those cases")
     if isinstance(num_bins, bool) or int(num_bins) != num_bins or num_bins < 2:
         raise GPClassError(f"num_bins must be an integer >= 2, got {num_bins!r}")
     return y
@@ -356,7 +361,8 @@ def train_test_split(X, y, n_train: int, seed: int):
     """
     n = len(X)
     if len(y) != n:
-        raise GPClassError(f"X has {n} rows but y has {len(y)} entries")
+        raise GPClassError(f"X has {n} rows but y has {len(y)} entries: pass the labels of the same rows, one per "
+                           "row of X")
     if int(n_train) != n_train or not 1 <= n_train <= n - 1:
         raise GPClassError(f"n_train must be an integer in 1..{n - 1}, got {n_train!r}")
     perm = np.random.default_rng(seed).permutation(n)

@@ -1,6 +1,7 @@
 """The kernel protocol: evaluate one pair of points; Gram matrices by vmap."""
 
 import abc
+import dataclasses
 
 import equinox as eqx
 import jax
@@ -9,9 +10,10 @@ import numpy as np
 from jax import lax
 
 from .._covariance import DenseCovariance
+from .._errors import AT
 from .._exceptions import GPClassError
 from .._types import Array, Float
-from .._validation import Checks, as_float
+from .._validation import Checks, as_float, parameter_at
 
 
 class AbstractKernel(eqx.Module):
@@ -251,7 +253,8 @@ class OnDims(AbstractKernel):
         """The columns as a NumPy index array (static: it indexes NumPy and JAX inputs alike, also inside jit);
         out-of-range columns are an error (jnp indexing would clamp them)."""
         if not self.dims or not all(-num_dims <= i < num_dims for i in self.dims):
-            raise GPClassError(f"OnDims: dims {self.dims} do not select columns of inputs with {num_dims} dimensions.")
+            raise GPClassError(f"OnDims: dims {self.dims} do not select columns of inputs with {num_dims} dimensions: "
+                               f"dims must be a non-empty sequence of column indices in {-num_dims}..{num_dims - 1}.")
         return np.asarray(self.dims)
 
 
@@ -280,7 +283,9 @@ def check_variance(kernel: AbstractKernel, checks: Checks) -> None:
     value = kernel.variance
     checks.fail_if(
         ~(jnp.isfinite(value) & (value >= 0)),
-        f"{type(kernel).__name__}: variance must be finite and >= 0 (got a negative, infinite or NaN value).",
+        f"{type(kernel).__name__}: variance must be finite and >= 0{AT}; pass a non-negative number, e.g. "
+        f"{_example(kernel, 'variance')}.",
+        at=parameter_at("variance", value),
     )
 
 
@@ -294,8 +299,10 @@ def check_lengthscale(kernel: AbstractKernel, checks: Checks) -> None:
     value = kernel.lengthscale
     checks.fail_if(
         ~(jnp.isfinite(value) & (value > 0)),
-        f"{type(kernel).__name__}: lengthscale must be finite and > 0 (got a zero, negative, infinite or NaN value; "
-        "to make an input irrelevant, leave it out with gpc.kernels.OnDims).",
+        f"{type(kernel).__name__}: lengthscale must be finite and > 0{AT}; pass positive numbers, e.g. "
+        f"{_example(kernel, 'lengthscale')} (to make an input irrelevant, leave it out with "
+        "gpc.kernels.OnDims).",
+        at=parameter_at("lengthscale", value),
     )
 
 
@@ -303,6 +310,13 @@ def check_positive(kernel: AbstractKernel, field: str, checks, *, allow_zero: bo
     """The parameter ``field`` finite and > 0 (>= 0 with ``allow_zero``), a run-time check."""
     value = getattr(kernel, field)
     ok = jnp.isfinite(value) & ((value >= 0) if allow_zero else (value > 0))
-    checks.fail_if(~ok, f"{type(kernel).__name__}: {field} must be finite and {'>=' if allow_zero else '>'} 0 "
-                        "(got a negative, infinite or NaN value).")
+    sign, kind = (">=", "non-negative") if allow_zero else (">", "positive")
+    checks.fail_if(~ok, f"{type(kernel).__name__}: {field} must be finite and {sign} 0{AT}; pass a {kind} number, "
+                        f"e.g. {_example(kernel, field)}.", at=parameter_at(field, value))
 
+
+def _example(kernel: AbstractKernel, field: str) -> str:
+    """A constructor call that sets ``field`` to 1.0, e.g. ``SquaredExponential(variance=1.0)``, or
+    ``Scale(kernel, variance=1.0)`` for a kernel that wraps others."""
+    wrapped = [f.name for f in dataclasses.fields(kernel) if isinstance(getattr(kernel, f.name), AbstractKernel)]
+    return f"{type(kernel).__name__}({', '.join(wrapped + [f'{field}=1.0'])})"

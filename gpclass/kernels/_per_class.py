@@ -42,13 +42,22 @@ class PerClass(AbstractKernel):
         else:
             kernels = list(kernels)
             if len(kernels) < 2 or len({jax.tree.structure(k) for k in kernels}) != 1:
-                raise GPClassError("PerClass needs at least two kernels of the same structure (type and static "
-                                   "fields).")
+                got = ", ".join(type(k).__name__ for k in kernels) or "none"
+                raise GPClassError(f"PerClass needs at least two kernels of the same structure (type and static "
+                                   f"fields), one per class; got {len(kernels)} ({got}): stack kernels of one "
+                                   "structure, e.g. [gpc.kernels.SquaredExponential(lengthscale=l) for l in (0.5, 1.0, "
+                                   "2.0)], and give each the same ARD shape.")
+            shapes = [tuple(jnp.shape(leaf) for leaf in jax.tree.leaves(k)) for k in kernels]
+            if len(set(shapes)) != 1:
+                raise GPClassError(f"PerClass: the kernels' parameters differ in shape, {shapes}: give every class's "
+                                   "kernel the same shapes (a scalar length scale for each, or one of the same ARD "
+                                   "shape (d,) for each).")
             stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *kernels)
         leading = {jnp.shape(leaf)[0] if jnp.ndim(leaf) else None for leaf in jax.tree.leaves(stacked)}
         if len(leading) != 1 or None in leading:
             raise GPClassError("PerClass: every parameter needs the same leading class axis; got leading sizes "
-                               f"{leading}.")
+                               f"{leading}: stack every parameter with one entry per class, or pass a list of "
+                               "kernels of one structure.")
         self.kernels = stacked
 
     @property

@@ -7,9 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._exceptions import GPClassError
 from .._types import Array, Bool, Float
-from .._validation import Checks, binary_one_class, check_binary_labels
+from .._validation import Checks, binary_one_class, check_binary_labels, host_binary_labels
 from . import _gaussian_average
 
 _F_TRANSITION = 10.0  # |f| below which a sigmoid-type log-likelihood bends
@@ -85,11 +84,7 @@ class AbstractLikelihood(eqx.Module):
     def host_labels(self, y: np.ndarray, dtype) -> np.ndarray:
         """:meth:`check_labels` on the host, in NumPy (``gpc.fit_svgp`` checks its data before any reach a device):
         floats in {-1, +1}; {0, 1} and booleans accepted."""
-        if y.dtype == np.bool_:
-            y = np.where(y, 1.0, -1.0)
-        elif not np.all(np.isin(y, (-1, 0, 1))) or (np.any(y == 0) and np.any(y == -1)):
-            raise GPClassError("binary labels must be in {-1, +1}, {0, 1} or booleans (not both 0 and -1).")
-        return np.where(y > 0, 1.0, -1.0).astype(dtype)
+        return host_binary_labels(y, dtype)
 
     def one_class(self, y) -> Bool[Array, ""]:
         """Whether the checked labels ``y`` show fewer than two classes (left-out cases count as none): ``gpc.fit``

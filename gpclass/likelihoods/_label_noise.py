@@ -4,15 +4,16 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from .._errors import AT
 from .._exceptions import GPClassError
 from .._types import Array, Float
-from .._validation import as_float, concrete_or_none
+from .._validation import as_float, concrete_or_none, parameter_at
 from ._base import AbstractLikelihood
 from ._heaviside import Heaviside
 
 _EPSILON_RANGE = (
-    "LabelNoise: epsilon, the label-flip rate, must lie in [0, 1/2) (at 1/2 the labels carry no information; "
-    "above it log p(y|f) is not defined)."
+    f"LabelNoise: epsilon, the label-flip rate, must lie in [0, 1/2){AT}: at 1/2 the labels carry no information, "
+    "above it log p(y|f) is not defined; pass e.g. gpc.likelihoods.LabelNoise(base, epsilon=0.05)."
 )
 
 
@@ -40,10 +41,11 @@ class LabelNoise(AbstractLikelihood):
     def __check_init__(self):
         value = concrete_or_none(self.epsilon)  # a traced value is checked by parameter_checks
         if value is not None and not np.all((value >= 0) & (value < 0.5)):
-            raise GPClassError(_EPSILON_RANGE + f" Got {value}.")
+            raise GPClassError(_EPSILON_RANGE.replace(AT, f" (got epsilon = {value!s})"))
 
     def parameter_checks(self, checks):
-        checks.fail_if(~((self.epsilon >= 0) & (self.epsilon < 0.5)), _EPSILON_RANGE)
+        checks.fail_if(~((self.epsilon >= 0) & (self.epsilon < 0.5)), _EPSILON_RANGE,
+                       at=parameter_at("epsilon", self.epsilon))
         self.base.parameter_checks(checks)
 
     def log_prob(self, y, f):

@@ -158,7 +158,11 @@ class MultinomialProbit(AbstractLikelihood):
         per probability.  One ``lax.scan`` step per draw keeps memory at O(m C)."""
         chol = jax.vmap(dense.cholesky)(cov)
         chol = error_if(chol, ~jnp.all(jnp.isfinite(chol)),
-                        "MultinomialProbit: the latent predictive covariance is not positive definite.")
+                        "MultinomialProbit: the latent predictive covariance is not positive definite at some test "
+                        "point (rounding), so the Monte Carlo average cannot draw from it: for up to "
+                        f"{_MAX_EXACT_CLASSES} classes use the exact average, integrator=gpc.integrators.Exact() (the "
+                        "default); else compute in float64 or add latent noise to the kernel "
+                        "(a gpc.kernels.White term).")
 
         def accumulate(total, k):
             f = mean + jnp.einsum("mcd,md->mc", chol, jax.random.normal(k, mean.shape, mean.dtype))

@@ -5,9 +5,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._errors import AT
 from .._exceptions import GPClassError
 from .._types import Array, Bool, Float
-from .._validation import Checks, as_float, check_ordinal_labels, concrete_or_none
+from .._validation import Checks, as_float, check_ordinal_labels, concrete_or_none, host_class_indices, parameter_at
 from ._base import _F_TRANSITION, AbstractLikelihood
 from ._logistic import Logistic
 from ._probit import log_cdf_and_mills_ratio
@@ -109,10 +110,16 @@ class Ordinal(AbstractLikelihood):
         return jnp.concatenate([first, first + jnp.cumsum(self.increments)])
 
     def parameter_checks(self, checks: Checks) -> None:
-        checks.fail_if(~jnp.isfinite(self.first_cutpoint), "Ordinal: the first cutpoint is not finite.")
+        remedy = f"pass finite, strictly increasing cutpoints, e.g. {_example(self.num_classes)} (the default)"
+        checks.fail_if(~jnp.isfinite(self.first_cutpoint), f"Ordinal: the first cutpoint must be finite{AT}; {remedy}.",
+                       at=parameter_at("first_cutpoint", self.first_cutpoint))
         checks.fail_if(~(jnp.isfinite(self.increments) & (self.increments > 0)),
-                       "Ordinal: the cutpoints must be strictly increasing and finite (an increment is not > 0).")
-        checks.fail_if(~(jnp.isfinite(self.noise) & (self.noise > 0)), "Ordinal: noise (sigma) must be > 0 and finite.")
+                       f"Ordinal: the cutpoints must be strictly increasing and finite{AT}; {remedy}.",
+                       at=("the first bad gap: cutpoints[j + 1] - cutpoints[j] = {value} at j = {index}",
+                           self.increments))
+        checks.fail_if(~(jnp.isfinite(self.noise) & (self.noise > 0)),
+                       f"Ordinal: noise (sigma) must be > 0 and finite{AT}; pass a positive number, e.g. "
+                       f"gpc.likelihoods.Ordinal({self.num_classes}, noise=1.0).", at=parameter_at("noise", self.noise))
 
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:
         """Integer labels 0..K-1 (floats holding whole numbers accepted), as floats of ``dtype``, checked."""
@@ -120,14 +127,7 @@ class Ordinal(AbstractLikelihood):
 
     def host_labels(self, y: np.ndarray, dtype) -> np.ndarray:
         """:meth:`check_labels` in NumPy, on the host (``gpc.fit_svgp``)."""
-        last = self.num_classes - 1
-        if y.dtype == np.bool_ or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
-            raise GPClassError(f"ordinal labels must be integers 0..{last}; got dtype {y.dtype}.")
-        if np.issubdtype(y.dtype, np.floating) and not np.all(np.isfinite(y) & (y == np.round(y))):
-            raise GPClassError(f"ordinal labels must be whole numbers 0..{last} (got a fraction or NaN).")
-        if np.any((y < 0) | (y > last)):
-            raise GPClassError(f"ordinal labels must lie in 0..{last} for Ordinal({self.num_classes}).")
-        return y.astype(dtype)
+        return host_class_indices(y, self.num_classes, "ordinal", "Ordinal").astype(dtype)
 
     def one_class(self, y) -> Bool[Array, ""]:
         """Fewer than two of the K classes occur among the checked labels (left-out cases, -1, are none)."""
@@ -277,6 +277,14 @@ def _check_concrete(cutpoints, noise):
     if cuts is None or sigma is None:
         return
     if not (np.all(np.isfinite(cuts)) and np.all(np.diff(cuts) > 0)):
-        raise GPClassError(f"Ordinal: the cutpoints must be finite and strictly increasing; got {cuts}.")
+        raise GPClassError(f"Ordinal: the cutpoints must be finite and strictly increasing; got {cuts!s}: pass them in "
+                           f"increasing order, e.g. {_example(len(cuts) + 1)} (the default).")
     if not (np.all(np.isfinite(sigma)) and np.all(sigma > 0)):
-        raise GPClassError(f"Ordinal: noise (sigma) must be > 0 and finite; got {sigma}.")
+        raise GPClassError(f"Ordinal: noise (sigma) must be > 0 and finite; got {sigma!s}: pass a positive number, "
+                           f"e.g. gpc.likelihoods.Ordinal({len(cuts) + 1}, noise=1.0).")
+
+
+def _example(num_classes: int) -> str:
+    """The constructor call with the default cutpoints, spacing 1 centred at 0 (the class docstring)."""
+    cutpoints = [float(b) for b in np.arange(1, num_classes) - 0.5 * num_classes]
+    return f"gpc.likelihoods.Ordinal({num_classes}, cutpoints={cutpoints})"

@@ -4,9 +4,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
+from .._errors import AT
 from .._exceptions import GPClassError
 from .._types import Array, Float, Int
-from .._validation import Checks, as_float, concrete_or_none
+from .._validation import Checks, as_float, concrete_or_none, parameter_at
 from ._base import _F_TRANSITION, AbstractLikelihood
 from ._probit import gaussian_cdf_tilted_moments, log_cdf_and_mills_ratio
 
@@ -66,7 +67,8 @@ class Preference(AbstractLikelihood):
         noise = as_float(noise)
         concrete = concrete_or_none(noise)
         if concrete is not None and not (concrete.shape == () and np.isfinite(concrete) and concrete > 0):
-            raise GPClassError(f"Preference: noise (sigma) must be a number > 0 and finite; got {concrete}.")
+            raise GPClassError(f"Preference: noise (sigma) must be a number > 0 and finite; got {concrete!s}: pass a "
+                               "positive number, e.g. gpc.likelihoods.Preference(noise=1.0).")
         self.noise = jnp.asarray(noise, noise.dtype)  # not weakly typed: one jit cache entry, however given
 
     @property
@@ -76,7 +78,8 @@ class Preference(AbstractLikelihood):
 
     def parameter_checks(self, checks: Checks) -> None:
         checks.fail_if(~(jnp.isfinite(self.noise) & (self.noise > 0)),
-                       "Preference: noise (sigma) must be > 0 and finite.")
+                       f"Preference: noise (sigma) must be > 0 and finite{AT}; pass a positive number, e.g. "
+                       "gpc.likelihoods.Preference(noise=1.0).", at=parameter_at("noise", self.noise))
 
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Int[Array, "m 2"]:
         """The comparisons: an (m, 2) integer array of item indices (winner, loser), each in 0..n-1, the two

@@ -14,9 +14,9 @@ when the base likelihood is, as the logistic and probit are).  s = 1 and s = 0 a
 import jax.numpy as jnp
 import numpy as np
 
-from .._exceptions import GPClassError
+from .._errors import AT
 from .._types import Array, Bool, Float
-from .._validation import Checks
+from .._validation import Checks, check_label_shape, raise_first_failure
 from ._base import AbstractLikelihood
 from ._tilted_quadrature import select_moments, tilted_by_quadrature
 
@@ -47,17 +47,16 @@ class SoftLabels(AbstractLikelihood):
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:
         """Probabilities of the class +1: numbers in [0, 1] (booleans accepted) of shape (n,)."""
         y = jnp.asarray(y)
-        if y.shape != (n,):
-            raise GPClassError(f"y must have shape ({n},) to match X; got shape {y.shape}.")
+        check_label_shape(y, n)
         y = y.astype(dtype)
-        if checks is not None:
-            checks.fail_if(~((y >= 0) & (y <= 1)), "soft labels must be probabilities in [0, 1] (not NaN).")
-        return y
+        checks, own = (Checks(), True) if checks is None else (checks, False)
+        for pred, message, describe in _failures(y, jnp):
+            checks.fail_if(pred, message, at=(describe, y))
+        return checks.attach(y) if own else y
 
     def host_labels(self, y: np.ndarray, dtype) -> np.ndarray:
         y = np.asarray(y, dtype=dtype)
-        if not np.all((y >= 0) & (y <= 1)):
-            raise GPClassError("soft labels must be probabilities in [0, 1] (not NaN).")
+        raise_first_failure(_failures(y, np), y)
         return y
 
     def one_class(self, y) -> Bool[Array, ""]:
@@ -121,3 +120,10 @@ class SoftLabels(AbstractLikelihood):
     @property
     def integrator(self):
         return self.base.integrator
+
+
+def _failures(y, xp):
+    """(pred, message, describe) of the value check of soft labels (``_validation.raise_first_failure``)."""
+    return [(~((y >= 0) & (y <= 1)), f"soft labels y must be probabilities in [0, 1] (of the class +1){AT}. "
+             "For more than two classes pass rows of class probabilities, shape (n, C), to "
+             "gpc.likelihoods.Softmax(C).", "the first that is not: y[{index}] = {value}")]

@@ -120,7 +120,10 @@ class Softmax(AbstractLikelihood):
         chol = error_if(
             chol,
             ~jnp.all(jnp.isfinite(chol)),
-            "Softmax: the latent predictive covariance is not positive definite at some test point.",
+            "Softmax: the latent predictive covariance is not positive definite at some test point (rounding, where "
+            "a class is certain), so the Monte Carlo average cannot draw from it: use "
+            "integrator=gpc.integrators.MeanField() (no factorisation), compute in float64, or add latent noise to "
+            "the kernel (a gpc.kernels.White term).",
         )
 
         def accumulate(total, k):
