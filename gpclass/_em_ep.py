@@ -165,8 +165,9 @@ def fit_em_ep(
         )
     params, static = eqx.partition(kernel, eqx.is_inexact_array)
     if not jax.tree.leaves(params):
-        raise GPClassError("fit_em_ep: the kernel has no floating-point parameters to fit.")
-    to_free, from_free = parameter_transforms(params, kernel)
+        raise GPClassError("fit_em_ep: the kernel has no floating-point parameters to fit; to run EP at fixed "
+                           "hyperparameters call gpc.infer(gpc.EP(), kernel, likelihood, X, y).")
+    to_free, from_free = parameter_transforms(params, kernel, "fit_em_ep")
 
     def build(log_params):
         return eqx.combine(from_free(log_params), static)

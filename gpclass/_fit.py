@@ -51,7 +51,7 @@ from . import _box as box
 from ._box_lbfgs import BoxLBFGS
 from ._errors import entry_point
 from ._exceptions import GPClassError
-from ._fit_parameters import coordinate_box, global_bounds, parameter_transforms, trainable_spec
+from ._fit_parameters import check_start_in_box, coordinate_box, parameter_transforms, trainable_spec
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import apply_mask, prior_covariance, solve
 from ._iterate import AbstractIterativeSolver, run, tolerance
@@ -254,19 +254,15 @@ def fit(
     if not jax.tree.leaves(params):
         raise GPClassError(
             "fit: the kernel and likelihood have no floating-point parameters to fit"
-            + (" (trainable fixes every one)." if trainable is not None else ".")
+            + (" (trainable fixes every one)" if trainable is not None else "")
+            + "; to evaluate at fixed hyperparameters call gpc.infer(method, kernel, likelihood, X, y)."
         )
     kernel.check_inputs(X)
     to_free, from_free = parameter_transforms(params, (kernel, likelihood))
     # The free coordinates as one vector: the optimiser's arithmetic is then a few vector operations.
     z0, unravel = jax.flatten_util.ravel_pytree(to_free(params, checks))
     lo, hi = coordinate_box(params, (kernel, likelihood), spec, bounds, z0.dtype, checks)
-    where = "bounds" if global_bounds(bounds) else "its bounds"
-    checks.fail_if(
-        box.outside(z0, lo, hi),
-        f"fit: a starting hyperparameter lies outside {where}"
-        + (f"={bounds}" if global_bounds(bounds) else "") + "; start inside or widen the bounds.",
-    )
+    check_start_in_box(params, z0, lo, hi, bounds, checks)
     X, y, z0 = checks.attach((X, y, box.snap(z0, lo, hi)))
 
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)

@@ -12,8 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _box as box
+from ._errors import AT
 from ._exceptions import GPClassError
-from ._validation import Checks
+from ._validation import Checks, parameter_at
 
 
 def trainable_spec(tree, trainable):
@@ -112,6 +114,21 @@ def coordinate_box(params, tree, spec, bounds, dtype, checks):
     return xp.concatenate(lo).astype(dtype), xp.concatenate(hi).astype(dtype)
 
 
+def check_start_in_box(params, z0, lo, hi, bounds, checks: Checks) -> None:
+    """Each fitted parameter's starting value inside its box beyond rounding (``_box.tolerance``), else an error
+    naming the parameter (:func:`parameter_names`) and its first value outside; ``z0`` is ``params`` as
+    free coordinates, raveled, ``lo`` and ``hi`` their box (:func:`coordinate_box`)."""
+    tol = box.tolerance(z0, lo, hi)
+    outside = (z0 < lo - tol) | (z0 > hi + tol)
+    where = f"bounds={bounds}" if global_bounds(bounds) else "its bounds"
+    offset = 0
+    for leaf, name in zip(jax.tree.leaves(params), parameter_names(params)):
+        checks.fail_if(outside[offset:offset + leaf.size].reshape(leaf.shape),
+                       f"fit: the starting {name} lies outside {where}{AT}; start inside the bounds or widen them.",
+                       at=parameter_at(name, leaf))
+        offset += leaf.size
+
+
 def _log_bounds(bounds):
     lower, upper = bounds
     if not (0.0 < lower < upper < math.inf):
@@ -148,14 +165,29 @@ def _declared(tree, params, attribute):
     return [lookup(path) for path, _ in paths_and_leaves], treedef
 
 
+def parameter_names(params) -> list[str]:
+    """Each array leaf's name as a user writes it, its path in ``(kernel, likelihood)`` (or in the kernel alone):
+    ``kernel.lengthscale``, ``kernel.k1.variance``, ``likelihood.noise``."""
+    paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+    if isinstance(params, tuple):
+        return [("kernel", "likelihood")[path[0].idx] + jax.tree_util.keystr(path[1:]) for path in paths]
+    return ["kernel" + jax.tree_util.keystr(path) for path in paths]
+
+
 def unconstrained_leaves(params, tree) -> list[bool]:
     """Which array leaves are declared ``unconstrained`` (e.g. ``gpc.Sparse``'s inducing inputs): real numbers
     that ``gpc.fit`` optimises on their own scale, outside the box of the log hyperparameters."""
     return [u is not None for u in _declared(tree, params, "unconstrained")[0]]
 
 
-def parameter_transforms(params, tree):
-    """Maps between hyperparameters and unconstrained coordinates, leaf by leaf.
+# How each caller of ``parameter_transforms`` lets a user hold a parameter fixed, as its errors say (fit_svgp
+# transforms every parameter, fit_hyperparameters or not; fit_em_ep fits every kernel parameter).
+_HOLD = {"fit": ", or hold it fixed with trainable", "fit_svgp": "", "fit_em_ep": ""}
+
+
+def parameter_transforms(params, tree, who: str = "fit"):
+    """Maps between hyperparameters and unconstrained coordinates, leaf by leaf (``who``: the caller, ``"fit"``,
+    ``"fit_svgp"`` or ``"fit_em_ep"``, as its errors name it).
 
     A parameter in (0, inf) maps to log theta; one with a declared upper
     bound u (``upper_bounds = {"field": u}`` on its module, e.g.
@@ -172,15 +204,20 @@ def parameter_transforms(params, tree):
         own = checks is None
         checks = Checks() if own else checks
         out = []
-        for p, u, identity in zip(jax.tree.leaves(params), bounds, free):
+        for p, u, identity, name in zip(jax.tree.leaves(params), bounds, free, parameter_names(params)):
             if identity:
-                checks.fail_if(~jnp.isfinite(p), "fit: an unconstrained parameter (inducing input) is not finite.")
+                remedy = "check the inducing inputs Z" if "inducing" in name else "start from a finite value"
+                checks.fail_if(~jnp.isfinite(p), f"{who}: {name} must be finite{AT}; {remedy}.",
+                               at=parameter_at(name, p))
                 out.append(p)
                 continue
             upper = jnp.inf if u is None else u
-            checks.fail_if(
-                (p <= 0) | (p >= upper), f"fit: every hyperparameter must lie in (0, {upper}) (log/logit space)."
-            )
+            if u is None:
+                space, start = "> 0 to be fitted in log space", "> 0, e.g. 1.0"
+            else:
+                space, start = f"in (0, {u:g}) to be fitted as the log-odds of theta / {u:g}", f"in (0, {u:g})"
+            checks.fail_if((p <= 0) | (p >= upper), f"{who}: {name} must be {space}{AT}; start from a value "
+                           f"{start}{_HOLD[who]}.", at=parameter_at(name, p))
             out.append(jnp.log(p) if u is None else jnp.log(p / u) - jnp.log1p(-p / u))
         free_params = jax.tree.unflatten(treedef, out)
         return checks.attach(free_params) if own else free_params

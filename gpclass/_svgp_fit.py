@@ -22,7 +22,7 @@ from ._progress import Progress, as_progress, every_for
 from ._status import Status
 from ._svgp import SVGP
 from ._types import Array, Float, Int
-from ._validation import require_setting
+from ._validation import Checks, check_label_shape, host_class_indices, require_setting
 
 
 class SVGPFit(eqx.Module):
@@ -154,14 +154,19 @@ def fit_svgp(
         raise GPClassError(f"batch_size must lie in 1..{n} (the number of cases); got {batch_size}.")
     optimizer = _DEFAULT_OPTIMIZER if optimizer is None else optimizer
     params, static = eqx.partition((model.kernel, model.likelihood), eqx.is_inexact_array)
-    to_free, _ = parameter_transforms(params, (model.kernel, model.likelihood))
-    trainable = dict(theta=to_free(params), inducing=model.inducing, q_mu=model.q_mu, q_sqrt=model.q_sqrt)
+    to_free, _ = parameter_transforms(params, (model.kernel, model.likelihood), "fit_svgp")
+    checks = Checks()
+    theta = to_free(params, checks)
+    checks.raise_now()  # the parameters are concrete here: the error names the value
+    trainable = dict(theta=theta, inducing=model.inducing, q_mu=model.q_mu, q_sqrt=model.q_sqrt)
     natural = natural_gradient_step is not None
     if natural and not 0.0 < natural_gradient_step <= 1.0:
         raise GPClassError(f"natural_gradient_step must lie in (0, 1]; got {natural_gradient_step}.")
     if natural and not model.likelihood.log_concave:
         raise GPClassError(
-            "natural-gradient steps need a log-concave likelihood (the new covariance could be indefinite)."
+            f"natural-gradient steps need a log-concave likelihood (the new covariance could be indefinite); "
+            f"{type(model.likelihood).__name__} is not: pass natural_gradient_step=None to train q(v) with the "
+            "optimizer."
         )
     frozen = (
         ("theta", not fit_hyperparameters), ("inducing", not fit_inducing), ("q_mu", natural), ("q_sqrt", natural)
@@ -195,8 +200,8 @@ def fit_svgp(
     status = Status.COMPLETED if len(values) == num_steps and np.isfinite(values[-1]) else Status.FAILED
     updates = len(values) - (status != Status.COMPLETED)  # a non-finite estimate's step made no update
     if throw and status != Status.COMPLETED:
-        raise GPClassError(f"fit_svgp did not complete ({status.name}): {status.message} Pass throw=False to get "
-                           "the result with its status.")
+        raise GPClassError(f"fit_svgp did not complete ({status.name}): {status.describe('fit_svgp')} Pass "
+                           "throw=False to get the result with its status.")
     elbo = jnp.asarray(values, dtype=model.inducing.dtype)
     return SVGPFit(_build(trainable, static, settings), elbo, jnp.asarray(status, jnp.int32), opt_state,
                    jnp.asarray(first + updates, jnp.int32))
@@ -387,21 +392,33 @@ def _check_data(model, X, y):
     if not getattr(model.likelihood, "labels_per_input", True):
         model.likelihood.host_labels(y, dtype)  # raises: not for SVGP
     if X.ndim != 2 or X.shape[0] == 0:
-        raise GPClassError(f"X must have shape (n, d) with n >= 1; got shape {X.shape}.")
+        raise GPClassError(f"X must have shape (n, d) with n >= 1, one row per case; got shape {X.shape}"
+                           + (": use X[:, None] for one input dimension." if X.ndim == 1 else "."))
     if X.shape[1] != model.inducing.shape[1]:
-        raise GPClassError(f"X has {X.shape[1]} input dimensions but the inducing inputs have "
-                           f"{model.inducing.shape[1]}.")
-    blocks = range(0, X.shape[0], _CHECK_ROWS)
-    if not all(np.all(np.isfinite(read_rows(X, slice(start, start + _CHECK_ROWS), dtype))) for start in blocks):
-        raise GPClassError("X contains NaN or infinite values.")
-    if y.shape != (X.shape[0],):
-        raise GPClassError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}.")
+        raise GPClassError(f"X has {X.shape[1]} input dimensions but the model's inducing inputs have "
+                           f"{model.inducing.shape[1]}: pass X with the columns (and preprocessing) the inducing "
+                           "inputs were chosen from, or a model made for these inputs (gpc.SVGP.at_prior(kernel, "
+                           "likelihood, Z) with Z of as many columns as X).")
+    _check_finite_rows(X, dtype)
+    check_label_shape(y, X.shape[0])
     if model.num_latent > 1:
         return X, _check_class_labels(y, model.num_latent)
     return X, model.likelihood.host_labels(y, dtype)
 
 
 _CHECK_ROWS = 1 << 16  # rows per block of the finite check: a memory-mapped X is never read whole at once
+
+
+def _check_finite_rows(X, dtype) -> None:
+    """Every entry of X finite, read ``_CHECK_ROWS`` rows at a time; else an error naming the first bad entry."""
+    for start in range(0, X.shape[0], _CHECK_ROWS):
+        block = read_rows(X, slice(start, start + _CHECK_ROWS), dtype)
+        bad = ~np.isfinite(block)
+        if np.any(bad):
+            row, col = np.unravel_index(np.argmax(bad), bad.shape)
+            raise GPClassError(f"X contains NaN or infinite values (the first: X[{start + row}, {col}] = "
+                               f"{block[row, col]}); drop or impute those cases (np.isfinite(X).all(axis=1) marks "
+                               "the rows that are usable).")
 
 
 def read_rows(source, rows, dtype) -> np.ndarray:
@@ -426,11 +443,6 @@ def read_rows(source, rows, dtype) -> np.ndarray:
 
 
 def _check_class_labels(y, num_classes: int):
-    """Integer labels 0..C-1 (floats holding whole numbers accepted) as int32; anything else is an error."""
-    if y.dtype == np.bool_ or not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
-        raise GPClassError(f"multi-class labels must be integers 0..{num_classes - 1}; got dtype {y.dtype}.")
-    if np.issubdtype(y.dtype, np.floating) and not np.all(np.isfinite(y) & (y == np.round(y))):
-        raise GPClassError(f"multi-class labels must be whole numbers 0..{num_classes - 1} (got a fraction or NaN).")
-    if np.any((y < 0) | (y > num_classes - 1)):
-        raise GPClassError(f"multi-class labels must lie in 0..{num_classes - 1} for Softmax({num_classes}).")
-    return y.astype(np.int32)
+    """Integer labels 0..C-1 (floats holding whole numbers accepted) as int32; anything else is an error (the
+    messages of ``gpc.infer``'s check)."""
+    return host_class_indices(y, num_classes, "multi-class", "Softmax").astype(np.int32)

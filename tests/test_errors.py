@@ -2,16 +2,21 @@
 callbacks, which JAX's persistent compilation cache can store; under a user's transformation they raise from
 the program.  Both ways give the same error."""
 
+import re
 import subprocess
 import sys
 import textwrap
 
+import equinox as eqx
 import jax
+import jax.flatten_util
 import numpy as np
 import pytest
 from conftest import toy_data
 
 import gpclass as gpc
+from gpclass._errors import entry_point
+from gpclass._validation import Checks
 
 X, y = toy_data(n=7, seed=5)
 KERNEL = gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(1.0))
@@ -149,6 +154,8 @@ def test_a_status_names_what_applies_to_what_ran():
     assert "gpc.KL(max_steps=...)" in gpc.Status.MAX_STEPS.describe("KL")
     assert "ELBO estimate is not finite" in gpc.Status.FAILED.describe("fit_svgp")
     assert gpc.Status.STALLED.describe(None) == gpc.Status.STALLED.message
+    # Without the values (a fit's error raised from the program; FitResult keeps no gtol) the sentence still reads.
+    assert "log hyperparameters is at most gtol, with every" in gpc.Status.CONVERGED.describe("fit")
 
 
 def test_a_failed_solve_names_the_method_its_test_and_the_remedy():
@@ -163,8 +170,7 @@ def test_a_failed_solve_names_the_method_its_test_and_the_remedy():
 def test_a_returned_check_names_the_first_offending_entry_and_its_value():
     """Called directly, an entry point's value checks say where the input fails (index and value) and what to
     do; under a transformation the same check raises from the program without the place (static text)."""
-    from gpclass._errors import entry_point
-    from gpclass._validation import Checks, check_binary_labels, check_class_labels
+    from gpclass._validation import check_binary_labels, check_class_labels
 
     @entry_point
     def labels(y, classes):
@@ -201,3 +207,182 @@ def test_a_shape_error_names_the_argument_its_shape_and_the_remedy(y_bad, messag
         gpc.infer(gpc.Laplace(), KERNEL, LIK, X, y_bad)
     with pytest.raises(gpc.GPClassError, match=r"X must have shape \(n, d\).*got shape \(7,\): use X\[:, None\]"):
         gpc.infer(gpc.Laplace(), KERNEL, LIK, X[:, 0], y)
+
+
+# --- Every error names the argument, the value and the remedy (issue 38, item 7): each check's own small program
+# (a direct call of an entry point that runs the checks alone), or a host check; nothing here compiles a solver.
+
+
+def _checked(checks_of):
+    """An entry point that runs ``checks_of(checks, *args)`` and returns nothing else: a direct call raises the
+    first failed check with its place, as gpc.infer and gpc.fit do."""
+
+    @entry_point
+    def run(*args):
+        checks = Checks()
+        checks_of(checks, *args)
+        return checks.attach(np.zeros(()))
+
+    return run
+
+
+def _parameter_checks(checks, kernel, likelihood):
+    kernel.parameter_checks(checks)
+    likelihood.parameter_checks(checks)
+
+
+PARAMETERS = _checked(_parameter_checks)
+
+
+def _raised_now(kernel, likelihood):
+    checks = Checks()
+    _parameter_checks(checks, kernel, likelihood)
+    checks.raise_now()
+
+
+def test_a_parameter_error_names_the_parameter_its_value_and_a_constructor_call_that_works():
+    K, L = gpc.kernels, gpc.likelihoods
+    ordinal = L.Ordinal(3)
+    cases = [
+        (K.SquaredExponential(np.float64(-1.0), np.float64(1.0)), LIK,
+         r"SquaredExponential: variance must be finite and >= 0 \(got variance = -1\); pass a non-negative number, "
+         r"e.g. (SquaredExponential\(variance=1.0\))\."),
+        (K.SquaredExponential(1.0, np.array([1.0, 0.0])), LIK,
+         r"lengthscale must be finite and > 0 \(the first: lengthscale\[1\] = 0\); pass positive numbers, e.g. "
+         r"(SquaredExponential\(lengthscale=1.0\)) \(to make an input irrelevant"),
+        (K.Scale(K.Linear(), np.nan), LIK, r"Scale: variance .* \(got variance = nan\); .* e.g. "
+         r"(Scale\(kernel, variance=1.0\))\."),
+        (K.Periodic(period=-2.0), LIK, r"period must be finite and > 0 \(got period = -2\); pass a positive number, "
+         r"e.g. (Periodic\(period=1.0\))\."),
+        (gpc.Sparse(KERNEL, np.array([[0.0], [np.nan]])), LIK, r"Sparse: the inducing inputs Z contain NaN or infinite "
+         r"values \(the first: Z\[1, 0\] = nan\); check Z \(e.g. choose it among the rows of X: "
+         r"gpc.Sparse.from_data\(kernel, X, m, key=...\)\)"),  # (k-means++ on X: finite; not run, it compiles)
+        (KERNEL, L.Ordinal.from_parameters(3, 0.0, np.array([-1.0])), r"Ordinal: the cutpoints must be strictly "
+         r"increasing and finite \(the first bad gap: cutpoints\[j \+ 1\] - cutpoints\[j\] = -1 at "
+         r"j = 0\); pass finite, strictly increasing cutpoints, e.g. "
+         r"(gpc.likelihoods.Ordinal\(3, cutpoints=\[-0.5, 0.5\]\))"),
+        (KERNEL, eqx.tree_at(lambda lik: lik.noise, ordinal, np.float64(-2.0)), r"Ordinal: noise \(sigma\) must be > 0 "
+         r"and finite \(got noise = -2\); pass a positive number, e.g. (gpc.likelihoods.Ordinal\(3, noise=1.0\))\."),
+        (KERNEL, eqx.tree_at(lambda lik: lik.epsilon, L.LabelNoise(L.Probit()), np.float64(0.6)), r"LabelNoise: "
+         r"epsilon, the label-flip rate, must lie in \[0, 1/2\) \(got epsilon = 0.6\): .*; pass e.g. "
+         r"(gpc.likelihoods.LabelNoise\(base, epsilon=0.05\))\."),
+        (KERNEL, eqx.tree_at(lambda lik: lik.noise, L.Preference(), np.float64(0.0)), r"Preference: noise \(sigma\) "
+         r"must be > 0 and finite \(got noise = 0\); pass a positive number, e.g. "
+         r"(gpc.likelihoods.Preference\(noise=1.0\))\."),
+    ]
+    names = {"gpc": gpc, "kernel": K.Linear(), "base": L.Probit(), **{name: getattr(K, name) for name in K.__all__}}
+    for i, (kernel, likelihood, message) in enumerate(cases):
+        with pytest.raises(gpc.GPClassError, match=message) as caught:
+            # The first through a program (an entry point called directly), the others evaluated in Python
+            # (Checks.raise_now: the same text and place, nothing to compile).
+            PARAMETERS(kernel, likelihood) if i == 0 else _raised_now(kernel, likelihood)
+        # The remedy holds: the quoted call builds a parameter that passes the same checks.
+        example = re.search(message, str(caught.value)).groups()
+        if not example:
+            continue
+        built = eval(example[0], names)
+        _raised_now(*((built, LIK) if isinstance(built, (K.AbstractKernel, gpc.Sparse)) else (KERNEL, built)))
+    # Raised from inside a user's jit: the same text without the value (static).
+    with pytest.raises(Exception, match=r"variance must be finite and >= 0; pass a non-negative number") as caught:
+        jax.block_until_ready(jax.jit(lambda v: PARAMETERS(K.SquaredExponential(v, 1.0), LIK))(-1.0))
+    assert "got variance" not in str(caught.value)
+
+
+def _start(checks, kernel, likelihood, bounds):
+    """gpc.fit's checks of its starting point (``_fit.fit``): each hyperparameter fittable and inside the box."""
+
+    from gpclass._fit_parameters import check_start_in_box, coordinate_box, parameter_transforms, trainable_spec
+
+    tree = (kernel, likelihood)
+    spec = trainable_spec(tree, None)
+    params, _ = eqx.partition(tree, spec)
+    to_free, _ = parameter_transforms(params, tree)
+    z0, _ = jax.flatten_util.ravel_pytree(to_free(params, checks))
+    lo, hi = coordinate_box(params, tree, spec, bounds, z0.dtype, checks)
+    check_start_in_box(params, z0, lo, hi, bounds, checks)
+
+
+def test_a_bad_starting_point_of_fit_names_the_hyperparameter_by_its_path_and_its_value():
+    start = _checked(_start)
+    K, L = gpc.kernels, gpc.likelihoods
+    bounds = (1e-8, 1e8)
+    cases = [
+        (K.SquaredExponential(0.0, 1.0), LIK, r"fit: kernel.variance must be > 0 to be fitted in log space \(got "
+         r"kernel.variance = 0\); start from a value > 0, e.g. 1.0, or hold it fixed with trainable\."),
+        (K.SquaredExponential(1.0, 1.0) + K.White(1e9), LIK, r"fit: the starting kernel.k2.variance lies outside "
+         r"bounds=\(1e-08, 100000000.0\) \(got kernel.k2.variance = 1000000000\); start inside the bounds or widen"),
+        (K.SquaredExponential(1.0, np.array([1.0, 1e-9])), LIK, r"the starting kernel.lengthscale lies outside .* "
+         r"\(the first: kernel.lengthscale\[1\] = 1e-09\)"),
+        (KERNEL, L.LabelNoise(L.Probit(), 0.0), r"fit: likelihood.epsilon must be in \(0, 0.5\) to be fitted as the "
+         r"log-odds of theta / 0.5 \(got likelihood.epsilon = 0\); start from a value in \(0, 0.5\)"),
+    ]
+    for kernel, likelihood, message in cases:
+        with pytest.raises(gpc.GPClassError, match=message):
+            start(kernel, likelihood, bounds)
+
+
+def _weights(checks, y, mask, weights):
+    from gpclass._inference._infer import apply_mask
+
+    apply_mask(gpc.Laplace(), LIK, y, mask, checks, weights)
+
+
+def test_mask_and_weight_errors_name_the_first_bad_weight_and_the_remedy():
+    weights = _checked(_weights)
+    labels = np.asarray(y, float)
+    with pytest.raises(gpc.GPClassError, match=r"weights must be finite and >= 0 \(the first that is not: "
+                       r"weights\[2\] = -1\) .*; to leave a case out give it weight 0\."):
+        weights(labels, None, np.array([1.0, 1.0, -1.0, np.nan, 1.0, 1.0, 1.0]))
+    with pytest.raises(gpc.GPClassError, match=r"every case has weight 0 .*; give at least one case a positive weight"):
+        weights(labels, None, np.zeros(len(y)))
+    with pytest.raises(gpc.GPClassError, match=r"mask: every case is left out .*; keep at least one case "
+                       r"\(mask True\)"):
+        weights(labels, np.zeros(len(y), bool), None)
+
+
+def test_host_checks_name_the_first_bad_entry():
+    """Label checks on the host (gpc.fit_svgp's) say what the program's checks say, with the place."""
+    L = gpc.likelihoods
+    for call, message in [
+        (lambda: LIK.host_labels(np.array([1.0, 0.0, -1.0]), np.float64), r"mix the codings .*\(the first -1 at "
+         r"y\[2\]\); use one coding"),
+        (lambda: L.Ordinal(3).host_labels(np.array([0.0, np.nan]), np.float64), r"ordinal labels y contain NaN \(the "
+         r"first at y\[1\]\); .*drop those cases"),
+        (lambda: L.SoftLabels(LIK).host_labels(np.array([0.2, 1.5]), np.float64), r"soft labels y must be "
+         r"probabilities in \[0, 1\] \(of the class \+1\) \(the first that is not: y\[1\] = 1.5\)\. For more than two "
+         r"classes pass rows of class probabilities, shape \(n, C\), to gpc.likelihoods.Softmax\(C\)"),
+    ]:
+        with pytest.raises(gpc.GPClassError, match=message):
+            call()
+
+
+def test_shape_and_structure_errors_say_what_to_pass():
+    K = gpc.kernels
+    post = gpc.infer(gpc.Laplace(), KERNEL, LIK, X, y)  # the program of the tests above
+    with pytest.raises(gpc.GPClassError, match=rf"X_test has 1 input dimensions but the training inputs have "
+                       rf"{X.shape[1]}: pass test inputs with the same {X.shape[1]} columns"):
+        gpc.predict(post, X[:, :1])
+    with pytest.raises(gpc.GPClassError, match=r"dims \(0, 5\) do not select columns of inputs with 2 dimensions: "
+                       r"dims must be a non-empty sequence of column indices in -2..1"):
+        K.OnDims(K.SquaredExponential(), (0, 5)).gram(np.zeros((3, 2)))
+    with pytest.raises(gpc.GPClassError, match=r"got 2 \(SquaredExponential, Matern32\): stack kernels of one "
+                       r"structure"):
+        K.PerClass([K.SquaredExponential(), K.Matern32()])
+    with pytest.raises(gpc.GPClassError, match=r"parameters differ in shape, \[\(\(\), \(\)\), \(\(\), \(2,\)\)\]"):
+        K.PerClass([K.SquaredExponential(), K.SquaredExponential(lengthscale=np.ones(2))])
+    with pytest.raises(gpc.GPClassError, match=r"X has 4 rows but y has 3 entries: pass the labels of the same rows"):
+        gpc.datasets.train_test_split(np.ones((4, 1)), np.ones(3), n_train=2, seed=0)
+    with pytest.raises(gpc.GPClassError, match=r"the first that is not: y\[1\] = nan\); drop or impute"):
+        gpc.datasets.equal_length_bins([0.0, np.nan, 1.0], 3)
+    with pytest.raises(gpc.GPClassError, match=r"got lower=2.0, upper=1.0: pass a range with upper > lower"):
+        gpc.datasets.equal_length_bins([0.0, 1.0], 3, lower=2.0, upper=1.0)
+
+
+def test_a_softmax_prediction_from_an_indefinite_covariance_names_a_remedy_that_works():
+    softmax = gpc.likelihoods.Softmax(2)
+    mean = np.zeros((1, 2))
+    cov = np.array([[[1.0, 2.0], [2.0, 1.0]]])  # not positive definite
+    with pytest.raises(Exception, match=r"not positive definite .* use integrator=gpc.integrators.MeanField\(\)"):
+        jax.block_until_ready(softmax.monte_carlo_probability(mean, cov, jax.random.key(0), 4))
+    p = gpc.integrators.MeanField().classes(softmax, mean, cov, None)
+    assert np.all(np.isfinite(p)) and float(np.sum(p)) == pytest.approx(1.0)

@@ -164,6 +164,36 @@ def test_bad_input_is_a_clear_error():
         gpc.SVGP(model.kernel, gpc.likelihoods.Softmax(3), X[:4], np.zeros(4), np.eye(4))
     with pytest.raises(ValueError, match="X_test has 1 input dimensions"):
         gpc.predict(model, X[:, :1])
+    # Checked on the host before any step: each error names the argument, its first bad entry and the remedy.
+    X_bad = X.copy()
+    X_bad[5, 1] = np.inf
+    for args, message in [
+        ((X_bad, y), r"X contains NaN or infinite values \(the first: X\[5, 1\] = inf\); drop or impute those cases"),
+        ((X, np.where(np.arange(12) == 3, 0.5, y)), r"binary labels y must be in .* \(the first that is not: y\[3\] "
+         r"= 0.5\)\. For more than two classes use gpc.likelihoods.Softmax\(C\)"),
+        ((X, y[:, None]), r"y must have shape \(12,\) to match X.*flatten them"),
+        ((X[:, :1], y), r"but the model's inducing inputs have 2: pass X with the columns"),
+    ]:
+        with pytest.raises(gpc.GPClassError, match=message):
+            gpc.fit_svgp(model, *args, key=jax.random.key(0), num_steps=1)
+    softmax = gpc.SVGP.at_prior(model.kernel, gpc.likelihoods.Softmax(3), X[:4])
+    with pytest.raises(gpc.GPClassError, match=r"multi-class labels y must be whole numbers 0..2; got a fraction "
+                       r"\(the first: y\[1\] = 1.5\): encode the classes as integers"):
+        gpc.fit_svgp(softmax, X, np.r_[0.0, 1.5, np.zeros(10)], key=jax.random.key(0), num_steps=1)
+    ordinal = gpc.SVGP.at_prior(model.kernel, gpc.likelihoods.Ordinal(3), X[:4])
+    with pytest.raises(gpc.GPClassError, match=r"ordinal labels y must lie in 0..2 for Ordinal\(3\) \(the first "
+                       r"outside: y\[2\] = 7\)"):
+        gpc.fit_svgp(ordinal, X, np.r_[0, 1, 7, np.zeros(9, int)], key=jax.random.key(0), num_steps=1)
+    noisy = gpc.SVGP.at_prior(model.kernel, gpc.likelihoods.LabelNoise(gpc.likelihoods.Probit()), X[:4])
+    with pytest.raises(gpc.GPClassError, match="LabelNoise is not: pass natural_gradient_step=None"):
+        gpc.fit_svgp(noisy, X, y, key=jax.random.key(0), num_steps=1, natural_gradient_step=0.5)
+    flat = gpc.SVGP.at_prior(gpc.kernels.SquaredExponential(0.0, 1.0), LOGISTIC, X[:4])
+    with pytest.raises(gpc.GPClassError, match=r"fit_svgp: kernel.variance must be > 0 to be fitted in log space "
+                       r"\(got kernel.variance = 0\); start from a value > 0"):
+        gpc.fit_svgp(flat, X, y, key=jax.random.key(0), num_steps=1)
+    with pytest.raises(gpc.GPClassError, match=r"got MultinomialProbit, with 3 latent functions per case: use "
+                       r"gpc.likelihoods.Softmax\(3\) with SVGP"):
+        gpc.SVGP.at_prior(model.kernel, gpc.likelihoods.MultinomialProbit(3), X[:4])
 
 
 def test_fit_svgp_throw_names_the_status_and_a_normal_end_is_completed():
@@ -177,7 +207,8 @@ def test_fit_svgp_throw_names_the_status_and_a_normal_end_is_completed():
     broken = optax.sgd(float("nan"))
     fit = gpc.fit_svgp(start, X, y, key=jax.random.key(0), num_steps=3, optimizer=broken, throw=False)
     assert gpc.Status(int(fit.status)) == gpc.Status.FAILED
-    with pytest.raises(gpc.GPClassError, match=r"fit_svgp did not complete \(FAILED\)"):
+    with pytest.raises(gpc.GPClassError, match=r"fit_svgp did not complete \(FAILED\): failed: an ELBO estimate is "
+                       r"not finite.* Lower the optimiser's learning rate"):
         gpc.fit_svgp(start, X, y, key=jax.random.key(0), num_steps=3, optimizer=broken)
 
 
