@@ -6,7 +6,8 @@ Each notebook's code cells are executed in order, in one namespace, in a new Pyt
 directory.  A cell that raises fails the test with the cell's index and its traceback.  The notebooks use no
 IPython magics (``%``, ``!``), which plain Python cannot run; the storage test checks that too.
 
-Tiering: the quickstart runs in the default tier; the other tutorials compile many more programs and are slow.
+Tiering: every tutorial compiles programs of its own in a new process (the quickstart alone takes seconds), so
+running them is the slow tier; the default tier checks how they are stored and that a failing cell is reported.
 """
 
 import json
@@ -73,6 +74,7 @@ def test_every_tutorial_is_tested():
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(FAST + SLOW)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FAST)
 def test_tutorial_runs(name, tmp_path):
     run_notebook(name, tmp_path)
