@@ -209,7 +209,15 @@ def pytest_collection_modifyitems(config, items):
     Scheduling for the README's ``-n 2 --dist loadfile``: a free worker takes the next file in collection order, so
     the heavy files that sort last alphabetically (test_sparse, test_variational) finished alone on one worker
     (replayed with one run's ``--durations=0``: 300 s against 285 s for an even split).  The number of tests is a
-    fair proxy for a file's time (the same replay: 286 s).
+    fair proxy for a file's time (the same replay: 286 s), except for the files whose one test starts new Python
+    processes (the main job, two JAX processes): each costs about as much as a file of 40 tests, and sorted last it
+    finished alone on one worker, so it counts as 40.
     """
     tests_per_file = collections.Counter(item.path for item in items)
+    for path in list(tests_per_file):
+        tests_per_file[path] += PROCESS_STARTING_FILES.get(path.name, 0)
     items.sort(key=lambda item: -tests_per_file[item.path])
+
+
+# Test files whose test starts new Python processes, and the number of tests each is worth in the schedule above.
+PROCESS_STARTING_FILES = {"test_main.py": 40, "test_multiprocess.py": 40}
