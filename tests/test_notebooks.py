@@ -50,7 +50,7 @@ def execute(path, cwd):
     """Run the notebook at ``path`` in a new Python process (small sizes, no display, in ``cwd``)."""
     env = dict(os.environ, **{SMALL_VARIABLE: "1", "MPLBACKEND": "Agg"})
     return subprocess.run([sys.executable, "-c", RUNNER, str(path)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)
+                          text=True, timeout=840)
 
 
 def run_notebook(name, tmp_path):
@@ -81,6 +81,7 @@ def test_tutorial_runs(name, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a tutorial compiles dozens of programs: more than pyproject's 300 s on a loaded machine
 @pytest.mark.parametrize("name", SLOW)
 def test_slow_tutorial_runs(name, tmp_path):
     run_notebook(name, tmp_path)
