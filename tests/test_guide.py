@@ -30,6 +30,7 @@ def test_the_guide_has_python_blocks_and_few_are_not_run():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1600)  # the whole guide in one process: minutes, past pyproject's 300 s per test
 def test_guide_python_blocks_run(tmp_path):
     code = "\n".join(code for info, code in python_blocks(GUIDE.read_text()) if info != "no-run")
     script = tmp_path / "guide.py"
