@@ -218,10 +218,8 @@ def enable_compilation_cache(directory=None) -> pathlib.Path:
         True
 
     From here on, gpclass's programs compiled in this process are stored in ``directory`` and a later
-    process that enables the same directory loads them.  To turn the cache off again::
-
-        >>> from jax.experimental.compilation_cache import compilation_cache
-        >>> jax.config.update("jax_compilation_cache_dir", None); compilation_cache.reset_cache()
+    process that enables the same directory loads them.  The cache stays on for the rest of the process
+    (JAX's persistent cache is a setting of the process, which gpclass changes only in this call).
     """
     from jax.experimental.compilation_cache import compilation_cache
 

@@ -6,12 +6,45 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._compile import filter_jit
+from ._exceptions import GPClassError
 from ._fit import fit as _fit
+from ._sklearn_kernels import Translation, translate
 from ._status import Status
 
 # Where n_restarts_optimizer draws the starts of a gpclass kernel's hyperparameters (log-uniformly): scikit-learn's
 # default hyperparameter bounds.  The fit itself keeps gpc.fit's box [1e-8, 1e8].
 DEFAULT_START_BOUNDS = (1e-5, 1e5)
+
+
+def random_starts(kernel, num_features, dtype, restarts: int, rng):
+    """``restarts`` kernels to start ML-II from beside ``kernel``, gpclass kernels of its structure drawn from the
+    NumPy ``rng``: each fitted hyperparameter log-uniformly within its bounds (a scikit-learn kernel's, in the order
+    and with the draws of scikit-learn's ``theta``), or within scikit-learn's default bounds
+    (``DEFAULT_START_BOUNDS``) for a gpclass kernel.  None without a fitted kernel hyperparameter."""
+    if isinstance(kernel, Translation):
+        sk = kernel.sklearn
+        if not kernel.fits_anything:
+            return []
+        bounds = sk.bounds
+        if not np.all(np.isfinite(bounds)):
+            raise GPClassError(
+                "n_restarts_optimizer > 0 draws starts within the kernel's bounds, which must then be finite; "
+                f"got log bounds {bounds.tolist()} for {sk!r}."
+            )
+        return [translate(_sklearn_start(sk, rng.uniform(bounds[:, 0], bounds[:, 1])), num_features,
+                          dtype).kernel for _ in range(restarts)]
+    params, static = eqx.partition(kernel, eqx.is_inexact_array)
+    leaves, treedef = jax.tree.flatten(params)
+    if not leaves:
+        return []
+    sizes = [int(np.size(leaf)) for leaf in leaves]
+    low, high = np.log(DEFAULT_START_BOUNDS[0]), np.log(DEFAULT_START_BOUNDS[1])
+    starts = []
+    for _ in range(restarts):
+        values = np.split(np.exp(rng.uniform(low, high, size=sum(sizes))), np.cumsum(sizes)[:-1])
+        new = [jnp.asarray(v.reshape(np.shape(leaf)), dtype) for v, leaf in zip(values, leaves)]
+        starts.append(eqx.combine(jax.tree.unflatten(treedef, new), static))
+    return starts
 
 
 def _sklearn_start(kernel, theta):

@@ -122,7 +122,6 @@ ask for 10^7 cases.
 import itertools
 import warnings
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -152,16 +151,9 @@ from ._sklearn_batches import (
     _softmax_predictions,
     _to_numpy,
 )
-from ._sklearn_kernels import Translation, translate
+from ._sklearn_kernels import Translation
 from ._sklearn_one_vs_one import _one_vs_one_votes, _pairwise_coupling
-from ._sklearn_restarts import (
-    DEFAULT_START_BOUNDS,
-    _best_start,
-    _fit_from_starts,
-    _sklearn_start,
-    _stacked,
-    _vmap_restarts,
-)
+from ._sklearn_restarts import _best_start, _fit_from_starts, _stacked, _vmap_restarts, random_starts
 from ._sklearn_settings import SettingsMixin
 from ._sklearn_weights import _case_weights, _repeat_rows, _whole_numbers
 from ._status import Status
@@ -482,39 +474,12 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
         return models, names, pairs
 
     def _random_starts(self, kernel, num_features, dtype):
-        """The kernels that ``n_restarts_optimizer`` adds to ML-II's start, as gpclass kernels of the structure of
-        the start, drawn from ``random_state``: each fitted hyperparameter log-uniformly within its bounds (a
-        scikit-learn kernel's, in the order and with the draws of scikit-learn's ``theta``), or within
-        scikit-learn's default bounds [1e-5, 1e5] for a gpclass kernel.  None without ML-II or without a fitted
-        kernel hyperparameter."""
+        """The kernels that ``n_restarts_optimizer`` adds to ML-II's start (``_sklearn_restarts.random_starts``),
+        drawn from ``random_state``; none without ML-II."""
         restarts = int(self.n_restarts_optimizer)
         if not restarts or not self.optimize:
             return []
-        rng = check_random_state(self.random_state)
-        if isinstance(kernel, Translation):
-            sk = kernel.sklearn
-            if not kernel.fits_anything:
-                return []
-            bounds = sk.bounds
-            if not np.all(np.isfinite(bounds)):
-                raise GPClassError(
-                    "n_restarts_optimizer > 0 draws starts within the kernel's bounds, which must then be finite; "
-                    f"got log bounds {bounds.tolist()} for {sk!r}."
-                )
-            return [translate(_sklearn_start(sk, rng.uniform(bounds[:, 0], bounds[:, 1])), num_features,
-                              dtype).kernel for _ in range(restarts)]
-        params, static = eqx.partition(kernel, eqx.is_inexact_array)
-        leaves, treedef = jax.tree.flatten(params)
-        if not leaves:
-            return []
-        sizes = [int(np.size(leaf)) for leaf in leaves]
-        low, high = np.log(DEFAULT_START_BOUNDS[0]), np.log(DEFAULT_START_BOUNDS[1])
-        starts = []
-        for _ in range(restarts):
-            values = np.split(np.exp(rng.uniform(low, high, size=sum(sizes))), np.cumsum(sizes)[:-1])
-            new = [jnp.asarray(v.reshape(np.shape(leaf)), dtype) for v, leaf in zip(values, leaves)]
-            starts.append(eqx.combine(jax.tree.unflatten(treedef, new), static))
-        return starts
+        return random_starts(kernel, num_features, dtype, restarts, check_random_state(self.random_state))
 
     def _fit_one(self, method, kernel, likelihood, X, y, mask, starts=(), weights=None):
         """(posterior, kernel, likelihood, log marginal likelihood, Status, the starts' log marginal likelihoods,

@@ -87,5 +87,17 @@ def test_docstring_example_runs(qualified, obj):
     )
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report = []
-    runner.run(test, out=report.append)
+    try:
+        runner.run(test, out=report.append)
+    finally:
+        if obj is gpc.enable_compilation_cache:  # its example turns JAX's persistent cache on: off for the next tests
+            _compilation_cache_off()
     assert runner.failures == 0, "".join(report)
+
+
+def _compilation_cache_off():
+    """JAX's persistent compilation cache off again in this test process (the tests' own configuration)."""
+    from jax.experimental.compilation_cache import compilation_cache
+
+    jax.config.update("jax_compilation_cache_dir", None)
+    compilation_cache.reset_cache()

@@ -13,7 +13,8 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 from sklearn.utils import check_random_state
 
 import gpclass as gpc
-from gpclass.sklearn import DEFAULT_START_BOUNDS, GaussianProcessClassifier, _best_start
+from gpclass._sklearn_restarts import DEFAULT_START_BOUNDS
+from gpclass.sklearn import GaussianProcessClassifier, _best_start
 
 Status = gpc.Status
 
