@@ -28,7 +28,7 @@ from jax import lax
 from ._bound import expected_log_prior, posterior_covariance, variational_bound
 from ._errors import entry_point
 from ._exceptions import GPClassError
-from ._fit_parameters import parameter_transforms
+from ._fit_parameters import parameter_transforms, trainable_spec
 from ._inference import EP, GaussianPosterior
 from ._inference._infer import solve_posterior
 from ._iterate import AbstractIterativeSolver, all_finite, run, tolerance
@@ -163,7 +163,7 @@ def fit_em_ep(
             "fit_em_ep(adapt_epsilon=True) needs a LabelNoise likelihood, e.g. "
             "gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), epsilon=0.01); pass adapt_epsilon=False otherwise."
         )
-    params, static = eqx.partition(kernel, eqx.is_inexact_array)
+    params, static = eqx.partition(kernel, trainable_spec(kernel, None, "fit_em_ep"))
     if not jax.tree.leaves(params):
         raise GPClassError("fit_em_ep: the kernel has no floating-point parameters to fit; to run EP at fixed "
                            "hyperparameters call gpc.infer(gpc.EP(), kernel, likelihood, X, y).")

@@ -18,30 +18,52 @@ from ._exceptions import GPClassError
 from ._validation import Checks, parameter_at
 
 
-def trainable_spec(tree, trainable):
-    """A boolean pytree with the structure of ``tree``: True at the floating-point parameters ``fit`` fits."""
+def trainable_spec(tree, trainable, who: str = "fit"):
+    """A boolean pytree with the structure of ``tree``: True at the floating-point parameters ``fit`` fits.
+
+    A Python number where a parameter would be fitted is refused (:func:`_refuse_python_numbers`): arrays are the
+    parameters, as in equinox, and skipping the number would leave it at its start without a word."""
     if trainable is None:
+        _refuse_python_numbers(tree, jax.tree.map(lambda _: True, tree), who)
         return jax.tree.map(eqx.is_inexact_array, tree)
 
     def broadcast(flag, subtree):
         if not isinstance(flag, (bool, np.bool_)):
             shown = f"an array of dtype {flag.dtype}" if hasattr(flag, "dtype") else repr(flag)
             raise GPClassError(
-                f"fit: trainable must hold True or False (Python booleans); got {shown}. Build it with "
+                f"{who}: trainable must hold True or False (Python booleans); got {shown}. Build it with "
                 "jax.tree.map(lambda _: True, (kernel, likelihood)) and eqx.tree_at (kernel constructors turn "
                 "booleans into floats)."
             )
-        return jax.tree.map(lambda leaf: bool(flag) and eqx.is_inexact_array(leaf), subtree)
+        return jax.tree.map(lambda _: bool(flag), subtree)
 
     try:
-        return jax.tree.map(broadcast, trainable, tree)
+        wanted = jax.tree.map(broadcast, trainable, tree)
     except GPClassError:
         raise
     except (ValueError, TypeError) as error:
         raise GPClassError(
-            "fit: trainable must be True, False or a pytree of them with the structure of (kernel, likelihood), "
+            f"{who}: trainable must be True, False or a pytree of them with the structure of (kernel, likelihood), "
             f"or a prefix of it; got {trainable!r} ({error})"
         ) from None
+    _refuse_python_numbers(tree, wanted, who)
+    return jax.tree.map(lambda want, leaf: want and eqx.is_inexact_array(leaf), wanted, tree)
+
+
+def _refuse_python_numbers(tree, wanted, who):
+    """Raise if a leaf to be fitted (True in ``wanted``) is a Python number: a field declared ``variance: float =
+    1.0`` in a kernel of one's own.  Only floating-point arrays are parameters (equinox's convention, which
+    ``eqx.filter_jit`` and ``eqx.partition(model, eqx.is_inexact_array)`` follow), so fitting would pass over it."""
+    paths = jax.tree_util.tree_flatten_with_path(tree)[0]
+    for (path, leaf), want in zip(paths, jax.tree.leaves(wanted)):
+        if want and isinstance(leaf, (int, float)) and not isinstance(leaf, bool):
+            name = parameter_names_of_paths([path], isinstance(tree, tuple))[0]
+            raise GPClassError(
+                f"{who}: {name} is the Python {type(leaf).__name__} {leaf!r}, which {who} would not fit (only "
+                "floating-point arrays are parameters, as in equinox). To fit it, declare the field with "
+                "eqx.field(converter=gpc.kernels.as_float); to keep it fixed, declare it eqx.field(static=True)"
+                + (" or pass trainable with False there." if who == "fit" else ".")
+            )
 
 
 def _per_parameter(value, tree, spec, what):
@@ -169,7 +191,12 @@ def parameter_names(params) -> list[str]:
     """Each array leaf's name as a user writes it, its path in ``(kernel, likelihood)`` (or in the kernel alone):
     ``kernel.lengthscale``, ``kernel.k1.variance``, ``likelihood.noise``."""
     paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
-    if isinstance(params, tuple):
+    return parameter_names_of_paths(paths, isinstance(params, tuple))
+
+
+def parameter_names_of_paths(paths, pair: bool) -> list[str]:
+    """Names of leaves at ``paths`` of ``(kernel, likelihood)`` (``pair``) or of a kernel alone."""
+    if pair:
         return [("kernel", "likelihood")[path[0].idx] + jax.tree_util.keystr(path[1:]) for path in paths]
     return ["kernel" + jax.tree_util.keystr(path) for path in paths]
 

@@ -17,7 +17,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from . import _svgp
 from ._compile import filter_jit
 from ._exceptions import GPClassError
-from ._fit_parameters import parameter_transforms
+from ._fit_parameters import parameter_transforms, trainable_spec
 from ._progress import Progress, as_progress, every_for
 from ._status import Status
 from ._svgp import SVGP
@@ -153,7 +153,8 @@ def fit_svgp(
     if not 1 <= batch <= n:
         raise GPClassError(f"batch_size must lie in 1..{n} (the number of cases); got {batch_size}.")
     optimizer = _DEFAULT_OPTIMIZER if optimizer is None else optimizer
-    params, static = eqx.partition((model.kernel, model.likelihood), eqx.is_inexact_array)
+    params, static = eqx.partition((model.kernel, model.likelihood),
+                                   trainable_spec((model.kernel, model.likelihood), None, "fit_svgp"))
     to_free, _ = parameter_transforms(params, (model.kernel, model.likelihood), "fit_svgp")
     checks = Checks()
     theta = to_free(params, checks)

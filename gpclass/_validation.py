@@ -381,7 +381,20 @@ def as_float(value) -> Array:
 
     The converter of every hyperparameter field (kernels, likelihoods,
     inducing inputs), so that ``SquaredExponential(1, 2)`` has parameters that
-    ``gpc.fit`` can fit.
+    ``gpc.fit`` can fit; use it for the fields of a kernel or likelihood of your own
+    (``gpc.fit`` refuses a Python number where it would fit a parameter).
+
+    Example::
+
+        >>> gpc.kernels.as_float(2).dtype == jnp.result_type(float), gpc.kernels.as_float(jnp.float32(0.5)).dtype
+        (True, dtype('float32'))
+        >>> import equinox as eqx
+        >>> class Brownian(gpc.kernels.AbstractKernel):
+        ...     variance: jax.Array = eqx.field(converter=gpc.kernels.as_float, default=1.0)
+        ...     def evaluate(self, x1, x2):
+        ...         return self.variance * jnp.minimum(x1[0], x2[0])
+        >>> Brownian(2).variance.dtype == jnp.result_type(float)
+        True
     """
     if not isinstance(value, jax.Array) and np.asarray(value).dtype.kind not in "biufc":  # tracers are jax.Arrays
         raise GPClassError(f"a hyperparameter must be a number or an array of numbers; got {value!r} (of type "

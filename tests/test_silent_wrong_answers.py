@@ -10,6 +10,7 @@ exception types; whole-number weights of 1e6 asked for 8.8e14 bytes.
 
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -316,6 +317,59 @@ def test_integer_hyperparameters_are_fitted_as_floats():
     real = gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(2.0)), LIK, X, Y)
     assert whole.kernel.variance.dtype == jnp.float64 and whole.converged
     np.testing.assert_allclose(float(whole.objective), float(real.objective), rtol=1e-12)
+
+
+class _FloatField(gpc.kernels.AbstractKernel):
+    """A kernel of one's own whose variance is a plain Python float: not a parameter to equinox."""
+
+    variance: float = 1.0
+
+    def evaluate(self, x1, x2):
+        return self.variance * jnp.exp(-0.5 * jnp.sum((x1 - x2) ** 2))
+
+
+@pytest.mark.parametrize("kernel, name", [
+    (_FloatField(), "kernel.variance"),
+    (_FloatField(2) + gpc.kernels.White(0.5), "kernel.k1.variance"),
+])
+def test_a_python_number_where_fit_would_fit_a_parameter_is_refused(kernel, name):
+    """Before: combined with another kernel, the float was left at its start and the fit reported success (alone,
+    'no floating-point parameters to fit')."""
+    kind = "float 1.0" if name == "kernel.variance" else "int 2"
+    with pytest.raises(gpc.GPClassError, match=f"fit: {name} is the Python {kind}, which fit would not fit.*"
+                                               "converter=gpc.kernels.as_float.*trainable with False"):
+        gpc.fit(gpc.Laplace(), kernel, LIK, X, Y)
+    model = gpc.SVGP.at_prior(kernel, LIK, X[:4])
+    with pytest.raises(gpc.GPClassError, match=f"fit_svgp: {name} is the Python"):
+        gpc.fit_svgp(model, X, Y, num_steps=1, key=jax.random.key(0))
+    with pytest.raises(gpc.GPClassError, match=f"fit_em_ep: {name} is the Python"):
+        gpc.fit_em_ep(gpc.EP(), kernel, gpc.likelihoods.Probit(), X, Y, adapt_epsilon=False)
+
+
+class _AsFloat(gpc.kernels.AbstractKernel):
+    """_FloatField with its variance declared as gpc.kernels.as_float asks."""
+
+    variance: jax.Array = eqx.field(converter=gpc.kernels.as_float, default=1.0)
+
+    def evaluate(self, x1, x2):
+        return self.variance * jnp.exp(-0.5 * jnp.sum((x1 - x2) ** 2))
+
+
+@pytest.mark.slow
+def test_a_python_number_held_fixed_by_trainable_or_declared_as_float():
+    """trainable=False at the float keeps it and fits the rest; the field declared with gpc.kernels.as_float is fitted
+    and gives the same optimum as the built-in kernel it equals."""
+    kernel = _FloatField(2.0) + gpc.kernels.White(0.5)
+    trainable = eqx.tree_at(lambda t: t[0].k1.variance, jax.tree.map(lambda _: True, (kernel, LIK)), False)
+    held = gpc.fit(gpc.Laplace(), kernel, LIK, X, Y, trainable=trainable)
+    assert held.converged and held.kernel.k1.variance == 2.0 and float(held.kernel.k2.variance) != 0.5
+
+    own = gpc.fit(gpc.Laplace(), _AsFloat(2), LIK, X, Y)
+    se = gpc.kernels.SquaredExponential(2.0, 1.0)
+    fixed_lengthscale = eqx.tree_at(lambda t: t[0].lengthscale, jax.tree.map(lambda _: True, (se, LIK)), False)
+    built_in = gpc.fit(gpc.Laplace(), se, LIK, X, Y, trainable=fixed_lengthscale)
+    assert own.converged and built_in.converged
+    np.testing.assert_allclose(float(own.kernel.variance), float(built_in.kernel.variance), rtol=1e-5)
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """Covariance functions: evaluate one pair of points; ``+`` and ``*`` compose them."""
 
+from .._validation import as_float
 from ._base import AbstractKernel, Exponentiation, OnDims, Product, Scale, Sum
 from ._categorical import CategoricalOverlap
 from ._dot_product import NeuralNetwork, Polynomial
@@ -29,4 +30,5 @@ __all__ = [
     "SquaredExponential",
     "Sum",
     "White",
+    "as_float",
 ]

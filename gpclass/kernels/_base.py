@@ -25,11 +25,13 @@ class AbstractKernel(eqx.Module):
     product) override :meth:`gram`.  ``k1 + k2`` and ``k1 * k2`` build sums and
     products.
 
-    Example: a kernel of your own is an equinox module with :meth:`evaluate` (its hyperparameters are fields,
-    which ``gpc.fit`` fits like the built-in kernels')::
+    Example: a kernel of your own is an equinox module with :meth:`evaluate`; its hyperparameters are
+    floating-point array fields (the converter :func:`gpclass.kernels.as_float` makes them so), which
+    ``gpc.fit`` fits like the built-in kernels' (a plain ``float`` field would be refused)::
 
+        >>> import equinox as eqx
         >>> class Brownian(gpc.kernels.AbstractKernel):  # variance * min(x, x'): Brownian motion on x >= 0
-        ...     variance: float = 1.0
+        ...     variance: jax.Array = eqx.field(converter=gpc.kernels.as_float, default=1.0)
         ...     def evaluate(self, x1, x2):
         ...         return self.variance * jnp.minimum(x1[0], x2[0])
         >>> X = jnp.array([[1.0], [2.0], [3.0]])

@@ -38,8 +38,9 @@ class AbstractLikelihood(eqx.Module):
     derivatives come from automatic differentiation (here the probit with a scale, Phi(y f / scale))::
 
         >>> from jax.scipy.special import log_ndtr, ndtr
+        >>> import equinox as eqx
         >>> class ScaledProbit(gpc.likelihoods.AbstractLikelihood):
-        ...     scale: float = 2.0
+        ...     scale: float = eqx.field(static=True, default=2.0)  # fixed: with the kernel's variance, not identified
         ...     def log_prob(self, y, f):
         ...         return log_ndtr(y * f / self.scale)
         ...     def predictive_probability(self, mean, var):  # int Phi(f / scale) N(f | mean, var) df
