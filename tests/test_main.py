@@ -1,8 +1,13 @@
-"""The README's main job runs end to end in a new process, and a second run loads its programs from the cache."""
+"""The README's main job runs end to end in a new process, and a second run loads its programs from the cache.
+
+Slow tier: CI runs the same two runs from the installed wheel (``.ci/wheel_check``), outside the checkout.
+"""
 
 import re
 import subprocess
 import sys
+
+import pytest
 
 ARGS = ["--dataset", "crabs", "--n-train", "60", "--likelihood", "probit"]
 
@@ -12,6 +17,7 @@ def run_main(*args):
                           check=True, timeout=240).stdout
 
 
+@pytest.mark.slow
 def test_main_job_prints_fit_and_held_out_metrics_and_reuses_compiled_programs(tmp_path):
     first = run_main("--cache-dir", str(tmp_path))
     for expected in ["compilation cache:", "fit step", "fitted: sigma_f", "log marginal likelihood",

@@ -1,4 +1,7 @@
-"""Every Python block of the README runs, in order, in a new process, as a user who pastes them into a script would."""
+"""Every Python block of the README runs, in order, in a new process, as a user who pastes them into a script would.
+
+Slow tier (the default one has no room); CI runs the same script against the installed wheel (``.ci/wheel_check``).
+"""
 
 import re
 import subprocess
