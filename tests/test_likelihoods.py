@@ -286,6 +286,46 @@ def test_expected_log_likelihood_derivatives_match_bonnet_and_price():
         np.testing.assert_allclose(got[:, i], want, rtol=1e-8, atol=1e-12)
 
 
+def _probit_derivative(k: int, y: float, f: float) -> float:
+    """The k-th derivative in f of log Phi(y f), k = 1, 2, in closed form (r = phi / Phi at z = y f).
+
+    r' = -r (z + r), so l' = y r and l'' = -r (z + r)."""
+    z = y * f
+    r = np.exp(stats.norm.logpdf(z) - special.log_ndtr(z))
+    return {1: y * r, 2: -r * (z + r)}[k]
+
+
+@pytest.mark.parametrize("name", ["logistic", "probit"])
+def test_expected_log_likelihood_by_either_rule_against_closed_form_derivatives(name):
+    """Logistic and probit declare ``hermite_std`` (1.5): where every std is at most that, E[l] and the derivatives KL
+    takes come from 64-node Gauss-Hermite, else from the panels.  Both rules, on means in [-40, 8] and stds up to 1.5
+    (plus, for the panels, one case of std 3 in the batch), against averages of l, l', l'' in closed form by a
+    composite Gauss-Legendre rule of their own (and l''', l'''' for the logistic): E, dE/dm = E[l'],
+    dE/dv = E[l'']/2, d2E/dm2 = E[l''] (Bonnet and Price)."""
+    from gpclass._inference._expectations import expected_log_lik, expected_log_lik_derivatives
+
+    lik = LIKELIHOOD_CLASSES[name]()
+    assert lik.hermite_std == 1.5
+    grid = [(m, s, y) for m in (-40.0, -8.0, -2.0, 0.3, 3.0, 8.0) for s in (1e-4, 0.4, 1.0, 1.5) for y in (1.0, -1.0)]
+    derivative = _logistic_derivative if name == "logistic" else _probit_derivative
+    orders = (1, 2, 3, 4) if name == "logistic" else (1, 2)
+
+    def average(k, m_i, s_i, y_i):
+        log_p = special.log_expit if name == "logistic" else special.log_ndtr  # l itself, without underflow
+        fun = (lambda z: log_p(y_i * (m_i + s_i * z))) if k == 0 else (lambda z: derivative(k, y_i, m_i + s_i * z))
+        return gauss_legendre_moments(lambda z: fun(z) * stats.norm.pdf(z), 0.0, lo=-12.0, hi=12.0, panels=480)[0]
+
+    for extra in ([], [(0.3, 3.0, 1.0)]):  # all stds <= 1.5: Gauss-Hermite; one std of 3: the panels for all
+        m, s, y = (np.array(c) for c in zip(*(grid + extra)))
+        value = np.asarray(jit_call(lambda y, m, v: expected_log_lik(lik, y, m, v), y, m, s**2))
+        got = np.asarray(jit_call(lambda y, m, v: jnp.stack(expected_log_lik_derivatives(lik, y, m, v)), y, m, s**2))
+        for i, (m_i, s_i, y_i) in enumerate(grid):
+            e = {k: average(k, m_i, s_i, y_i) for k in (0, *orders)}
+            np.testing.assert_allclose(value[i], e[0], rtol=1e-9, atol=1e-14)
+            want = [e[1], 0.5 * e[2], e[2]] + ([0.5 * e[3], 0.5 * e[3], 0.25 * e[4]] if name == "logistic" else [])
+            np.testing.assert_allclose(got[:len(want), i], want, rtol=1e-8, atol=1e-14)
+
+
 @pytest.mark.parametrize("name", ["label_noise", "ordinal"])
 def test_expected_log_likelihood_gradient_in_the_likelihoods_parameters(name):
     """d E / d theta for the likelihood's own parameters (a label-flip rate; ordinal cutpoints and noise, whose

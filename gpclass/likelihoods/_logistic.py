@@ -57,6 +57,8 @@ class Logistic(AbstractLikelihood):
         [0.5   0.845]
     """
 
+    hermite_std = 1.5  # log p analytic in a wide strip about the real axis (``_gaussian_average._by_rule``)
+
     def log_prob(self, y, f):
         return log_sigmoid(y * f)[0]
 

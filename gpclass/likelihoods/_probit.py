@@ -102,6 +102,8 @@ class Probit(AbstractLikelihood):
         [0.5   0.921]
     """
 
+    hermite_std = 1.5  # log p analytic in a wide strip about the real axis (``_gaussian_average._by_rule``)
+
     def log_prob(self, y, f):
         return log_cdf_and_mills_ratio(y * f)[0]
 
