@@ -64,7 +64,11 @@ class AbstractKLSolver(AbstractIterativeSolver):
         tol = tolerance(method.tol, dtype, 1e-10, 1e-6)
         site_tol = tolerance(method.site_tol, dtype, 1e-8, 1e-4)
         target, i_minus_j, mu = self._fixed_point(s.tau, s.nu, s.cov)
-        delta = solve(i_minus_j, (target[0] - s.tau, target[1] - s.nu), Krylov(method.krylov_steps, 1, 1e-8))
+        # Inexact Newton (Eisenstat & Walker 1996): GMRES only to a relative residual of a tenth of the last step's
+        # site change (at most 1e-2, at least 1e-8), which keeps Newton's step count (measured on three VFE-KL
+        # problems at n = 20,000) and spares the Krylov products that exact solves spend far from the fixed point.
+        forcing = jnp.clip(0.1 * s.change, 1e-8, 1e-2)
+        delta = solve(i_minus_j, (target[0] - s.tau, target[1] - s.nu), Krylov(method.krylov_steps, 1, forcing))
         newton = (jnp.maximum(s.tau + delta[0], 0.0), s.nu + delta[1])
         noise = rounding_level(dtype, 1.0 + jnp.abs(s.value) + jnp.sum(jnp.abs(target[1] * mu)))
 

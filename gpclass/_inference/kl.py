@@ -77,7 +77,8 @@ class KL(AbstractInference):
         max_halvings: largest number of step halvings within one update.
         krylov_steps: the most GMRES iterations per Newton step under a sparse prior
             (``gpc.Sparse``), where the Newton system is solved matrix-free (GMRES stops
-            earlier at a relative residual of 1e-8).
+            earlier, at a relative residual of a tenth of the last step's site change,
+            between 1e-8 and 1e-2: inexact Newton).
 
         num_samples: multi-class likelihoods (``gpc.likelihoods.Softmax(C)``): the points per case of the rule
             that computes E_q[log p(y_i|f_i)] (``kl_classes``: S/2 antithetic pairs, whitened; even, >= 2 C).
