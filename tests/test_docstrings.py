@@ -32,13 +32,16 @@ PUBLIC_MODULES = (
 # Public names whose examples compile an inference program (seconds each): run with `-m slow`.  Two sets, one for
 # the top-level names and one for the submodules' names.
 SLOW_TOP_LEVEL = frozenset(f"gpclass.{name}" for name in (
-    "AIS", "EMEPResult", "EP", "FitResult", "GaussianPosterior", "JaakkolaJordan", "JaakkolaJordanUpper", "KL",
+    "AIS", "AbstractPosterior", "EMEPResult", "EP", "FitResult", "GaussianPosterior", "JaakkolaJordan",
+    "JaakkolaJordanUpper", "KL",
     "MCMC", "PreferencePosterior", "Progress", "SVGP", "SVGPFit", "SamplePosterior", "SamplerInfo", "SoftmaxPosterior",
     "SoftmaxSamplePosterior", "Sparse", "SparsePosterior", "SparseSoftmaxPosterior", "filter_jit", "fit", "fit_em_ep",
     "fit_svgp", "jit", "predict_pair_latent", "predict_preference", "sharded_vmap", "variational_bound",
 ))
 SLOW_SUBMODULES = frozenset(f"gpclass.{name}" for name in (
-    "integrators.MacKay", "integrators.MonteCarlo", "likelihoods.AbstractLikelihood", "likelihoods.Ordinal",
+    "integrators.MacKay", "integrators.MeanField", "integrators.MonteCarlo", "kernels.Matern12",
+    "likelihoods.AbstractLikelihood", "likelihoods.MultinomialProbit", "likelihoods.Ordinal",
+    "metrics.expected_calibration_error",
     "likelihoods.Preference", "plot.decision_contours", "plot.decision_contours_by_kernel", "plot.log_marginal_surface",
     "samplers.AbstractSampler", "samplers.EllipticalSlice", "samplers.HMC", "samplers.HMCInfo", "samplers.SliceInfo",
     "samplers.elliptical_slice", "samplers.hmc", "sklearn.GaussianProcessClassifier",
