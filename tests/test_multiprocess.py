@@ -1,7 +1,10 @@
 """Two JAX processes on one machine (``jax.distributed``, gloo CPU collectives): gpc.sharded_vmap over both equals
 one process's jax.vmap, every process receives all results, and each holds its own share without the gather;
 gpc.fit_svgp split over both processes' devices, reading a memory-mapped file, trains as one process does, and
-continues from a saved checkpoint as if it had not stopped."""
+continues from a saved checkpoint as if it had not stopped.
+
+Slow tier: three JAX processes compiling their programs take about a tenth of the default tier's five minutes.
+"""
 
 import json
 import os
@@ -13,6 +16,7 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from conftest import toy_data
 
 import gpclass as gpc
@@ -82,6 +86,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_give_what_one_process_gives(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER.replace("TESTS_DIRECTORY", repr(os.path.dirname(os.path.abspath(__file__)))))

@@ -177,6 +177,7 @@ def test_string_labels_three_classes(three_classes, fixed_softmax, multi_class):
     np.testing.assert_allclose(clf.predict_proba(X[7:9]), p[7:9], rtol=1e-12, atol=0)
 
 
+@pytest.mark.slow  # two Monte Carlo programs; test_softmax checks MonteCarlo against quadrature by default
 def test_softmax_monte_carlo(three_classes, fixed_softmax):
     """The estimator's common-random-number average against gpclass's own Monte Carlo with 20000 fresh draws."""
     X, y = three_classes

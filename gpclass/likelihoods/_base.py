@@ -63,7 +63,8 @@ class AbstractLikelihood(eqx.Module):
     weighted_labels = True  # gpc.infer's weights may multiply the labels +-1 (``likelihoods._weighted``)
     weighted_rows = False  # Softmax: weights (and mask) scale the rows of its (n, C) labels, log p by w
     # The largest latent std at which 64-node Gauss-Hermite averages log p and its first two derivatives to the
-    # panels' accuracy (``_gaussian_average._by_rule``); None: the panels at every std.
+    # panels' accuracy (``_gaussian_average._by_rule``); None: the panels at every std.  A subclass that changes
+    # ``log_prob`` inherits its parent's value: it sets None unless its log p is as smooth.
     hermite_std = None
 
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:
