@@ -71,6 +71,10 @@ def fixed_softmax(three_classes):
 # check_estimator(GaussianProcessClassifier(), expected_failed_checks=EXPECTED_FAILED_CHECKS), about 3 minutes).
 # multi_class="one_vs_rest" would compile less (~27 s) but its binary Laplace fits at n = 200-300 slowed 25-fold when
 # the CPU was oversubscribed.
+# Slow tier: the checks take about a sixth of the default tier's five minutes.  The default tier keeps ten of this
+# file's tests: one-vs-rest against scikit-learn, every method, string labels, bad input, the convergence warning,
+# the padding of training sets.
+@pytest.mark.slow
 @parametrize_with_checks(
     [GaussianProcessClassifier(optimize=False)], expected_failed_checks=lambda estimator: EXPECTED_FAILED_CHECKS
 )
