@@ -833,7 +833,7 @@ SECTIONS = (
     Section("svgp_vs_gpflow", (
         "Each library called as its users call it, in one process; GPflow is an optional dependency of this script "
         "only."), (
-        Group(r"svgp_vs_gpflow(_s\d+)?", "This version", svgp_vs_gpflow, svgp_vs_gpflow_brief),
+        Group(r"svgp_vs_gpflow(_s\d+[a-z]?)?", "This version", svgp_vs_gpflow, svgp_vs_gpflow_brief),
         Group(r"svgp_vs_gpflow_before_.*", "An earlier commit", svgp_vs_gpflow, svgp_vs_gpflow_brief),
         Group(r"svgp_vs_gpflow_quadrature", "With the cheaper quadrature of `quadrature_cost.py`", svgp_vs_gpflow,
               svgp_vs_gpflow_brief))),
@@ -1015,9 +1015,9 @@ HEADLINES = (
              lambda run: gpml_ep_ratio(run, "1000")),
     Headline("FITC-EP: GPML's `apxSparse` / gpclass", "gpml_sparse", ".*",
              lambda run: sparse_gpml_ratio(run, "EP FITC")),
-    Headline("SVGP step, n = 10^4: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+)?",
+    Headline("SVGP step, n = 10^4: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
              lambda run: svgp_speedup(run, 10_000)),
-    Headline("SVGP step, n = 10^5: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+)?",
+    Headline("SVGP step, n = 10^5: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
              lambda run: svgp_speedup(run, 100_000)),
     Headline("First ML-II fit in a new process: gpclass / scikit-learn", "first_fit", r"first_fit_n\d+.*",
              first_fit_ratio),
