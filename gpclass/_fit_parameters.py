@@ -24,7 +24,7 @@ def trainable_spec(tree, trainable, who: str = "fit"):
     A Python number where a parameter would be fitted is refused (:func:`_refuse_python_numbers`): arrays are the
     parameters, as in equinox, and skipping the number would leave it at its start without a word."""
     if trainable is None:
-        _refuse_python_numbers(tree, jax.tree.map(lambda _: True, tree), who)
+        _refuse_python_numbers(tree, None, who)
         return jax.tree.map(eqx.is_inexact_array, tree)
 
     def broadcast(flag, subtree):
@@ -51,11 +51,13 @@ def trainable_spec(tree, trainable, who: str = "fit"):
 
 
 def _refuse_python_numbers(tree, wanted, who):
-    """Raise if a leaf to be fitted (True in ``wanted``) is a Python number: a field declared ``variance: float =
-    1.0`` in a kernel of one's own.  Only floating-point arrays are parameters (equinox's convention, which
-    ``eqx.filter_jit`` and ``eqx.partition(model, eqx.is_inexact_array)`` follow), so fitting would pass over it."""
+    """Raise if a leaf to be fitted (True in ``wanted``, or any leaf if ``wanted`` is None) is a Python number: a
+    field declared ``variance: float = 1.0`` in a kernel of one's own.  Only floating-point arrays are parameters
+    (equinox's convention, which ``eqx.filter_jit`` and ``eqx.partition(model, eqx.is_inexact_array)`` follow), so
+    fitting would pass over it."""
     paths = jax.tree_util.tree_flatten_with_path(tree)[0]
-    for (path, leaf), want in zip(paths, jax.tree.leaves(wanted)):
+    flags = [True] * len(paths) if wanted is None else jax.tree.leaves(wanted)
+    for (path, leaf), want in zip(paths, flags):
         if want and isinstance(leaf, (int, float)) and not isinstance(leaf, bool):
             name = parameter_names_of_paths([path], isinstance(tree, tuple))[0]
             raise GPClassError(

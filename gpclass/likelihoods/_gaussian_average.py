@@ -36,15 +36,10 @@ _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(64)
 _GH_WEIGHTS = _GH_WEIGHTS / np.sqrt(2.0 * np.pi)
 
 
-def panel_rule(transitions, mean, var):
-    """Nodes f and weights c, both (n, P + 1, 64), with sum c g(f) = E_{N(mean, var)}[g(f)] for g smooth between the
-    ``transitions`` (n, P) (module docstring; the panels' boundaries are constants to automatic differentiation)."""
-    z, c = _standard_nodes(transitions, mean, var)
-    return mean[:, None, None] + jnp.sqrt(var)[:, None, None] * z, c
-
-
 def _standard_nodes(transitions, mean, var):
-    """The rule's nodes z in standard units and their weights c (:func:`panel_rule`)."""
+    """The panels' nodes z in standard units and weights c, both (n, P + 1, 64): sum c g(mean + std z) =
+    E_{N(mean, var)}[g(f)] for g smooth between the ``transitions`` (n, P) (module docstring; the panels' boundaries
+    are constants to automatic differentiation)."""
     nodes = jnp.asarray(_GL_NODES, mean.dtype)
     weights = jnp.asarray(_GL_WEIGHTS, mean.dtype)
     std = jnp.sqrt(var)
@@ -78,7 +73,7 @@ def _by_rule(likelihood, y, mean, var, average):
     panels' 192 nodes, for the stds that training and KL's sites mostly see.  A likelihood whose logarithm bends
     sharply (label noise: a = 1.2 at epsilon = 0.01) declares nothing and keeps the panels.
     """
-    limit = getattr(likelihood, "hermite_std", None)
+    limit = likelihood.hermite_std
 
     def panels():
         return average(*_standard_nodes(likelihood.transitions(y), mean, var))
@@ -91,8 +86,10 @@ def _by_rule(likelihood, y, mean, var, average):
 def expected_log_prob(likelihood, y, mean, var):
     """E[l(f_i)] under f_i ~ N(mean_i, var_i), per case: the rule (:func:`_by_rule`) applied to
     ``likelihood.log_prob``."""
+    std = jnp.sqrt(var)
+
     def average(z, c):
-        f = mean[:, None, None] + jnp.sqrt(var)[:, None, None] * z
+        f = mean[:, None, None] + std[:, None, None] * z
         return _sum(c * likelihood.log_prob(y[:, None, None], f))
 
     return _by_rule(likelihood, y, mean, var, average)
