@@ -78,7 +78,16 @@ def workloads(gpc, X, y) -> dict:
                                                      throw=False).log_marginal)
         return lambda: program(X, y)
 
+    def svgp(m, batch, steps=100):
+        """``steps`` steps of gpc.fit_svgp on twonorm (n = 20,000; svgp_vs_gpflow.py's model and data)."""
+        kernel = gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(np.sqrt(X_two.shape[1])))
+        start = gpc.SVGP.at_prior(kernel, logistic, X_two[:m])
+        return lambda: gpc.fit_svgp(start, X_two, y_two, key=jax.random.key(0), num_steps=steps,
+                                    batch_size=batch).model.q_mu
+
     return {
+        "SVGP 100 steps m=100 b=500": svgp(100, 500),
+        "SVGP 100 steps m=300 b=1000": svgp(300, 1000),
         "Laplace n=300": value_and_grad(gpc.Laplace(), logistic, X[:300], y[:300]),
         "Laplace n=1000": value_and_grad(gpc.Laplace(), logistic, X[:1000], y[:1000]),
         "EP n=600": value_and_grad(gpc.EP(), probit, X[:600], y[:600]),

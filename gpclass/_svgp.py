@@ -145,8 +145,8 @@ class SVGP(AbstractPosterior):
 
     def _training_moments(self, X: Float[Array, "b d"]):
         """The marginals of q(f_x) as the ELBO takes them.  In float64 and for batches of b >= 2 m cases from P and
-        c (``_svgp_moments``: 4 m^2 b + about 18 m^3 flops per value and gradient, matrix products only), otherwise
-        from A (10 m^2 b + about 4 m^3, the fewer for b < 2 m; and backward stable, which float32 needs)."""
+        c (``_svgp_moments``: 4 m^2 b + about 12 m^3 flops per value and gradient, no solve on the batch), otherwise
+        from A (10 m^2 b + about 4 m^3, comparable below b = 2 m; and backward stable, which float32 needs)."""
         if self.inducing.dtype != jnp.float64 or X.shape[0] < 2 * self.inducing.shape[0]:
             return self._marginals(self._projection(X), X)
         classes = self.q_mu.ndim == 2
