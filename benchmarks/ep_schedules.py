@@ -56,7 +56,7 @@ def main():
     info = machine_header("EP schedules: sequential vs parallel over data sets and hyperparameters", args)
     likelihood = gpc.likelihoods.Probit() if args.likelihood == "probit" else gpc.likelihoods.Logistic()
     thetas = jnp.asarray([(ll, ls) for ll in args.log_l for ls in args.log_sf])
-    schedules = {"sequential": gpc.EP(), "parallel": gpc.EP(schedule="parallel")}
+    schedules = {"sequential": gpc.EP(schedule="sequential"), "parallel": gpc.EP(schedule="parallel")}
     results = {}
     for name in args.datasets:
         X, y = gpc.datasets.load(name)

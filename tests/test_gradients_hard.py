@@ -28,15 +28,16 @@ PROBIT, LOGISTIC = gpc.likelihoods.Probit(), gpc.likelihoods.Logistic()
 METHODS = {
     "laplace-logistic": (gpc.Laplace(), LOGISTIC),
     "laplace-probit": (gpc.Laplace(), PROBIT),
-    "ep-sequential-probit": (gpc.EP(), PROBIT),
-    "ep-sequential-logistic": (gpc.EP(), LOGISTIC),
+    "ep-sequential-probit": (gpc.EP(schedule="sequential"), PROBIT),
+    "ep-sequential-logistic": (gpc.EP(schedule="sequential"), LOGISTIC),
     "ep-parallel-probit": (gpc.EP(schedule="parallel"), PROBIT),
     "ep-parallel-logistic": (gpc.EP(schedule="parallel"), LOGISTIC),
     "kl-logistic": (gpc.KL(), LOGISTIC),
     "jj-lower": (gpc.JaakkolaJordan(), LOGISTIC),
     "jj-upper": (gpc.JaakkolaJordanUpper(), LOGISTIC),
     "laplace-softmax": (gpc.Laplace(), gpc.likelihoods.Softmax(3)),
-    "ep-label-noise": (gpc.EP(), gpc.likelihoods.LabelNoise(PROBIT)),  # epsilon: from the last entry of theta
+    # epsilon: from the last entry of theta; the sequential schedule switches sites off here (the test asserts it)
+    "ep-label-noise": (gpc.EP(schedule="sequential"), gpc.likelihoods.LabelNoise(PROBIT)),
 }
 NAMES = list(METHODS)
 D = 9  # Wisconsin's inputs

@@ -66,6 +66,10 @@ class AbstractLikelihood(eqx.Module):
     # panels' accuracy (``_gaussian_average._by_rule``); None: the panels at every std.  A subclass that changes
     # ``log_prob`` inherits its parent's value: it sets None unless its log p is as smooth.
     hermite_std = None
+    # Tilted moments in closed form (a few special functions per site, GPML eq. 3.58): EP's default schedule is then
+    # the parallel one, whose extra sweeps cost less than the sequential sweeps' n x n updates; with tilted moments
+    # by quadrature (the logistic) those extra sweeps cost more up to n of several hundred (``EP.schedule``).
+    closed_form_tilted = False
 
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:
         """The labels as inference uses them: floats in {-1, +1} ({0, 1} and booleans accepted), checked."""

@@ -31,6 +31,7 @@ class Heaviside(AbstractLikelihood):
     """
 
     log_concave = False
+    closed_form_tilted = True
 
     def log_prob(self, y, f):
         return jnp.where(y * f > 0, 0.0, -jnp.inf).astype(jnp.result_type(f))

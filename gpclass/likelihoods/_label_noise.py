@@ -36,6 +36,10 @@ class LabelNoise(AbstractLikelihood):
     base: AbstractLikelihood
     epsilon: Float[Array, ""] = eqx.field(converter=as_float, default=0.05)
     log_concave = False
+
+    @property
+    def closed_form_tilted(self):
+        return self.base.closed_form_tilted
     upper_bounds = {"epsilon": 0.5}  # gpc.fit optimises logit(2 epsilon)
 
     def __check_init__(self):

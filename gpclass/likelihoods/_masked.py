@@ -32,6 +32,10 @@ class Masked(AbstractLikelihood):
     def log_concave(self):
         return self.base.log_concave
 
+    @property
+    def closed_form_tilted(self):
+        return self.base.closed_form_tilted
+
     def log_prob(self, y, f):
         kept = self._kept(y)
         return jnp.where(kept, self.base.log_prob(jnp.where(kept, y, 1.0), f), 0.0)

@@ -61,6 +61,7 @@ class Preference(AbstractLikelihood):
     noise: Float[Array, ""]
 
     log_concave = True
+    closed_form_tilted = True
     labels_per_input = False  # the labels are comparisons of the rows of X, not one per row
 
     def __init__(self, noise=1.0):

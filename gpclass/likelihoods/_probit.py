@@ -102,6 +102,7 @@ class Probit(AbstractLikelihood):
         [0.5   0.921]
     """
 
+    closed_form_tilted = True
     hermite_std = 1.5  # log p analytic in a wide strip about the real axis (``_gaussian_average._by_rule``)
 
     def log_prob(self, y, f):
