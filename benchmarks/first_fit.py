@@ -79,6 +79,7 @@ def main():
     parser.add_argument("--n", type=int, default=138)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", default=None, help="compare this tree's first fit with this commit's")
+    parser.add_argument("--out", default=None, help="results name (default: first_fit_n<n>, first_fit_before_<commit>)")
     args = parser.parse_args()
     if args.before is not None:
         return compare(args)
@@ -98,7 +99,7 @@ def main():
         process = float(np.median([r["process"] for r in records]))
         results[mode] = dict(fit_median=fit, process_median=process, runs=records)
         print(f"  {mode:22s} {fmt_t(fit):>10s} {fmt_t(process):>10s} {fit / sk_fit:14.2f}   {records[0]['value']:.6f}")
-    write_results(f"first_fit_n{args.n}", info, results)
+    write_results(args.out or f"first_fit_n{args.n}", info, results)
 
 
 def compare(args):
@@ -125,7 +126,7 @@ def compare(args):
         print(f"  {label:12s} first fit median {fmt_t(float(np.median(fits)))}, minimum {fmt_t(float(np.min(fits)))}, "
               f"runs {[round(f, 2) for f in fits]}, log q {records[0]['value']:.12f}, "
               f"package {records[0]['package']}")
-    write_results(f"first_fit_before_{args.before}", info, results)
+    write_results(args.out or f"first_fit_before_{args.before}", info, results)
 
 
 if __name__ == "__main__":
