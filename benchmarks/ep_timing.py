@@ -20,7 +20,7 @@ the same machine load.
 What to expect: a sequential EP sweep is n rank-one updates of the n x n
 Sigma (GPML Algorithm 3.5): O(n^3) flops but memory-bound, ~n^2 * 16 bytes
 per site; a parallel sweep is one Cholesky plus one triangular solve with n
-right-hand sides.  Parallel EP is damped (0.5) and needs more sweeps.
+right-hand sides.  Parallel EP is damped (0.7 by default) and needs more sweeps.
 """
 
 import argparse

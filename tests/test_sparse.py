@@ -156,10 +156,11 @@ def test_ep_equals_dense_ep_on_the_fitc_prior():
 
 @pytest.mark.slow
 def test_ep_anderson_acceleration_reaches_the_same_fixed_point_in_fewer_sweeps():
-    """Sparse EP's damped parallel sweeps, extrapolated (the default) and plain (anderson=0): 24 against 49."""
+    """Sparse EP's damped parallel sweeps, extrapolated (the default) and plain (anderson=0), at damping 0.5: 24
+    against 49 (at the default damping 0.7, 20 against 31)."""
     sparse = gpc.Sparse(KERNEL, Z)
-    accelerated = gpc.infer(SPARSE_EP, sparse, PROBIT, X, Y)
-    plain = gpc.infer(gpc.EP(tol=SPARSE_EP.tol, anderson=0), sparse, PROBIT, X, Y)
+    accelerated = gpc.infer(gpc.EP(tol=SPARSE_EP.tol, damping=0.5), sparse, PROBIT, X, Y)
+    plain = gpc.infer(gpc.EP(tol=SPARSE_EP.tol, damping=0.5, anderson=0), sparse, PROBIT, X, Y)
     assert int(accelerated.info.num_steps) <= 0.6 * int(plain.info.num_steps)
     np.testing.assert_allclose(accelerated.log_marginal, plain.log_marginal, rtol=1e-9)
     np.testing.assert_allclose(accelerated.mean, plain.mean, atol=1e-7)

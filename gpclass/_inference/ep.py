@@ -101,9 +101,12 @@ class EP(AbstractInference):
             explicit ``key`` passed to :func:`gpclass.infer`); the parallel
             schedule has no order, and refuses ``"random"``.
         damping: the fraction of the new site parameters taken in each update
-            (1 = undamped).  ``None`` means 1 for the sequential schedule with a
-            log-concave likelihood, and 0.5 for the parallel schedule or a
-            likelihood that is not log-concave (label noise), where undamped
+            (1 = undamped).  ``None`` means, for a log-concave likelihood, 1
+            for the sequential schedule and 0.7 for the parallel one (with
+            Anderson acceleration as robust as 0.5 on the problems measured,
+            in fewer sweeps: ``benchmarks/ep_anderson_grid.py``,
+            ``benchmarks/ep_schedules.py``), and 0.5 for a likelihood that is
+            not log-concave (label noise) and for nested EP, where undamped
             updates can oscillate.
         tol: convergence when, between two sweeps, the largest change of tau~
             and nu~ by the sweep's undamped update (a damped sweep's change
@@ -207,8 +210,13 @@ class EP(AbstractInference):
         return tolerance(self.tol, dtype, 1e-10, 1e-5)
 
     def resolved_damping(self, likelihood, sequential: bool):
-        undamped = sequential and likelihood.log_concave
-        return (1.0 if undamped else 0.5) if self.damping is None else self.damping
+        """``damping``, or its default: 1 for sequential sweeps and 0.7 for parallel ones with a log-concave
+        likelihood of one latent function, 0.5 otherwise (label noise; nested EP's outer sweeps)."""
+        if self.damping is not None:
+            return self.damping
+        if not likelihood.log_concave or likelihood.num_latent > 1:
+            return 0.5
+        return 1.0 if sequential else 0.7
 
 
 def log_marginal(op: AbstractCovariance, likelihood, y, tau, nu, factor: AbstractSitesFactor | None = None,
