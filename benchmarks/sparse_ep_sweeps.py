@@ -27,6 +27,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000])
     parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--out", default="sparse_ep_sweeps")
     args = parser.parse_args()
     info = machine_header("FITC-EP sweeps against n", args)
     results = {}
@@ -47,7 +48,7 @@ def main():
         print(f"n = {n:8d}: {row['sweeps']} sweeps, {row['status']}, last change {row['max_change']:.2e}, "
               f"log Z {row['log_z']:.4f}, test error {100 * row['error']:.2f} %, {seconds:.1f} s, "
               f"peak RSS {row['max_rss_mb']:.0f} MB", flush=True)
-    write_results("sparse_ep_sweeps", info, results)
+    write_results(args.out, info, results)
 
 
 if __name__ == "__main__":
