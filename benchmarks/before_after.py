@@ -90,7 +90,8 @@ def workloads(gpc, X, y) -> dict:
         "SVGP 100 steps m=300 b=1000": svgp(300, 1000),
         "Laplace n=300": value_and_grad(gpc.Laplace(), logistic, X[:300], y[:300]),
         "Laplace n=1000": value_and_grad(gpc.Laplace(), logistic, X[:1000], y[:1000]),
-        "EP n=600": value_and_grad(gpc.EP(), probit, X[:600], y[:600]),
+        "EP n=600": value_and_grad(gpc.EP(), probit, X[:600], y[:600]),  # the default: parallel for the probit
+        "sequential EP n=600": value_and_grad(gpc.EP(schedule="sequential"), probit, X[:600], y[:600]),
         "KL n=300": value_and_grad(gpc.KL(), logistic, X[:300], y[:300]),
         "JJ n=300": value_and_grad(gpc.JaakkolaJordan(), logistic, X[:300], y[:300]),
         "softmax Laplace n=600": value_and_grad(gpc.Laplace(), gpc.likelihoods.Softmax(3), X[:600], classes[:600]),

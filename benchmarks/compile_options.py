@@ -34,7 +34,7 @@ import gpclass as gpc  # noqa: E402
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 METHODS = {
     "laplace": (gpc.Laplace(), LOGISTIC, 1000),
-    "ep-sequential": (gpc.EP(), PROBIT, 400),
+    "ep-sequential": (gpc.EP(schedule="sequential"), PROBIT, 400),
     "ep-parallel": (gpc.EP(schedule="parallel"), PROBIT, 400),
     "kl": (gpc.KL(), LOGISTIC, 400),
     "jj-lower": (gpc.JaakkolaJordan(), LOGISTIC, 1000),

@@ -5,7 +5,7 @@
 
 For each data set (standardised inputs, the first ``--max-n`` cases after a
 fixed permutation) and each (log l, log sigma_f) of the grid, log Z_EP and its
-gradient are computed with ``gpc.EP()`` (sequential, the default) and
+gradient are computed with ``gpc.EP(schedule="sequential")`` and
 ``gpc.EP(schedule="parallel")`` (its default damping), ``throw=False``.  One compiled
 program per schedule and data set evaluates the whole grid (``jax.lax.map``).
 Reported per data set and schedule: how many grid points converged, the

@@ -39,7 +39,7 @@ LOG_SF, LOG_L = 2.35, 2.85
 LIKELIHOODS = {"probit": gpc.likelihoods.Probit(), "logistic": gpc.likelihoods.Logistic()}
 METHODS = {
     "laplace": gpc.Laplace(),
-    "ep-sequential": gpc.EP(),
+    "ep-sequential": gpc.EP(schedule="sequential"),
     "ep-parallel": gpc.EP(schedule="parallel"),
     "jj-lower": gpc.JaakkolaJordan(),  # logistic only
     "jj-upper": gpc.JaakkolaJordanUpper(),  # logistic only

@@ -33,8 +33,8 @@ How.
     fold and method: sigma_f = e (log sigma_f = 1), l = sqrt(d) (log l =
     log sqrt(d)); no warm start across folds.  Predictions
     ``gpc.predict(result.posterior, X_test)`` (exact probit average).
-  * EP schedule: sequential (GPML Algorithm 3.5, the library default) for
-    crabs and ionosphere; parallel (damped 0.5; same fixed point, tolerance
+  * EP schedule: sequential (GPML Algorithm 3.5) for
+    crabs and ionosphere; parallel (damped; same fixed point, tolerance
     1e-10) for wisconsin, pima and usps35.  Chosen from one measured sweep on
     fold 1 at the start point with the library at commit 7af2116, whose
     sequential sweep was a ``lax.scan`` of n rank-one updates of the n x n

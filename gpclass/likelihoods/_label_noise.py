@@ -36,11 +36,12 @@ class LabelNoise(AbstractLikelihood):
     base: AbstractLikelihood
     epsilon: Float[Array, ""] = eqx.field(converter=as_float, default=0.05)
     log_concave = False
+    upper_bounds = {"epsilon": 0.5}  # gpc.fit optimises logit(2 epsilon)
 
     @property
     def closed_form_tilted(self):
+        """The mixture's tilted moments are the base's, in closed form where those are (EP's default schedule)."""
         return self.base.closed_form_tilted
-    upper_bounds = {"epsilon": 0.5}  # gpc.fit optimises logit(2 epsilon)
 
     def __check_init__(self):
         value = concrete_or_none(self.epsilon)  # a traced value is checked by parameter_checks
