@@ -232,7 +232,7 @@ def log_marginal_program(method):
 
 
 PROGRAMS = {name: log_marginal_program(method) for name, method in
-            {"laplace": gpc.Laplace(), "ep": gpc.EP(), "kl": gpc.KL()}.items()}
+            {"laplace": gpc.Laplace(), "ep": gpc.EP(schedule="sequential"), "kl": gpc.KL()}.items()}
 
 
 def run(name, lik=K3, theta=THETA, X=PROBLEMS["n3"], y=Y3):

@@ -128,7 +128,8 @@ def test_ordinal_logit_start_and_two_classes_are_the_logistic(ordered):
 def test_two_ordered_classes_are_the_probit(method):
     """K = 2 with balanced classes starts at cutpoint 0 (Phi^-1(1/2)) and noise 1: Ordinal(2) is then Probit(), so
     with the kernel held the two estimators agree under every method: log q, the latent moments, the probabilities
-    and the predictions (rounding; measured <= 1e-14)."""
+    and the predictions (rounding, measured <= 1e-14; under EP the two take different default schedules, the
+    probit's parallel and the ordinal's sequential, which meet at the fixed point to EP's tolerance: 9e-12)."""
     X, y = standardised_subset("ionosphere", 4, n=200)
     keep = np.concatenate([np.flatnonzero(y > 0)[:15], np.flatnonzero(y < 0)[:15]])
     X, y = X[keep, :4], np.where(y[keep] > 0, "good", "bad")
@@ -140,7 +141,8 @@ def test_two_ordered_classes_are_the_probit(method):
     X_test = X + 0.3
     for a, b in zip(ordinal.predict_latent(X_test), probit.predict_latent(X_test)):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(ordinal.predict_proba(X_test), probit.predict_proba(X_test), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ordinal.predict_proba(X_test), probit.predict_proba(X_test), rtol=0,
+                               atol=1e-10 if method == "ep" else 1e-12)
     np.testing.assert_array_equal(ordinal.predict(X_test), probit.predict(X_test))
 
 

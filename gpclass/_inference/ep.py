@@ -86,8 +86,8 @@ class EP(AbstractInference):
             recomputes the posterior once per sweep;
             ``None`` (the default): parallel under a sparse prior and for a
             likelihood whose tilted moments are in closed form (probit, step,
-            their label noise, preferences, the ordinal probit); otherwise
-            sequential, as with ``order="random"``.  With Anderson acceleration the parallel
+            their label noise, preferences); otherwise sequential, as with
+            ``order="random"``.  With Anderson acceleration the parallel
             sweeps reach the fixed point in about twice as many sweeps as the
             sequential ones, each without the n x n updates of Sigma: faster
             on every bundled data set with the probit, and as robust on the

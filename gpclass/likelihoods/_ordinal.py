@@ -76,11 +76,6 @@ class Ordinal(AbstractLikelihood):
     left_out_label = -1.0  # gpc.infer's mask: class 0 is a label here, so left-out cases are marked -1
     unconstrained = ("first_cutpoint",)  # gpc.fit fits b_1 on its own scale, the increments and sigma in log space
 
-    @property
-    def closed_form_tilted(self):
-        """The probit link's tilted moments are differences of Gaussian cdfs (EP's default schedule)."""
-        return self.link == "probit"
-
     def __init__(self, num_classes: int, cutpoints=None, noise=1.0, link: str = "probit"):
         if not isinstance(num_classes, (int, np.integer)) or isinstance(num_classes, bool) or num_classes < 2:
             raise GPClassError(f"Ordinal needs an integer num_classes >= 2; got {num_classes!r}.")
