@@ -360,8 +360,12 @@ class SweepSolver(AbstractIterativeSolver):
     def _accelerate(self):
         return self.method.anderson > 0 and (not self.sequential or self.method.order == "fixed")
 
+    @property
+    def _damping(self):
+        return self.method.resolved_damping(self.likelihood, self.sequential)
+
     def _sweep(self, s: Sweeps):
-        damping = self.method.resolved_damping(self.likelihood, self.sequential)
+        damping = self._damping
         if not self.sequential:  # every site from the current marginals
             new_tau, new_nu = site_update(self.likelihood, self.y, s.sigma_diag, s.mu, s.tau, s.nu)
             return (1.0 - damping) * s.tau + damping * new_tau, (1.0 - damping) * s.nu + damping * new_nu
@@ -388,8 +392,7 @@ class SweepSolver(AbstractIterativeSolver):
         tau, nu = self._sweep(s)
         # The size of the sweep's undamped update: a damped sweep moves the sites by only a fraction of it, and
         # stopping on that fraction would stop a damped schedule further from the fixed point than an undamped one.
-        damping = self.method.resolved_damping(self.likelihood, self.sequential)
-        change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu)) / damping
+        change = jnp.maximum(relative_change(tau, s.tau), relative_change(nu, s.nu)) / self._damping
         memory = s.memory
         if self._accelerate:
             tau, nu, memory = extrapolate_sites(memory, s.tau, s.nu, tau, nu)
