@@ -44,6 +44,7 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from . import _dense as dense
+from ._inverse_factor import inverse_factor
 from ._exceptions import GPClassError
 from ._inference._posterior import AbstractPosterior
 from ._svgp_moments import quadratic_form, whitened_form
@@ -145,10 +146,12 @@ class SVGP(AbstractPosterior):
 
     def _training_moments(self, X: Float[Array, "b d"]):
         """The marginals of q(f_x) as the ELBO takes them.  In float64 and for batches of b >= 2 m cases from P and
-        c (``_svgp_moments``: 4 m^2 b + about 12 m^3 flops per value and gradient, no solve on the batch), otherwise
-        from A (10 m^2 b + about 4 m^3, comparable below b = 2 m; and backward stable, which float32 needs)."""
-        if self.inducing.dtype != jnp.float64 or X.shape[0] < 2 * self.inducing.shape[0]:
+        c (``_svgp_moments``: 4 m^2 b + about 19 m^3 flops per value and gradient, no solve on the batch), otherwise
+        from A (12 m^2 b + about 7 m^3, comparable below b = 2 m; in float32 by a triangular solve, backward stable)."""
+        if self.inducing.dtype != jnp.float64:
             return self._marginals(self._projection(X), X)
+        if X.shape[0] < 2 * self.inducing.shape[0]:  # A by the explicit L^-1 (``_inverse_factor``)
+            return self._marginals(inverse_factor(self._jittered_gram()) @ self.kernel.gram(self.inducing, X), X)
         classes = self.q_mu.ndim == 2
         S = jnp.tril(self.q_sqrt) if classes else jnp.tril(self.q_sqrt)[None]
         P, c = whitened_form(self._jittered_gram(), S, self.q_mu.T if classes else self.q_mu[None])

@@ -6,23 +6,25 @@ Written with P = L^-T (S S^T - I) L^-1 and c = L^-T mu (both m x m or m, indepen
     mean_i = k_i^T c,    var_i = k(x_i, x_i) + k_i^T P k_i,    k_i = K_zx[:, i].
 
 A minibatch of b cases then costs one product P K_zx (2 m^2 b flops) and its reverse mode one more (K_zx G K_zx^T,
-G the diagonal of the cotangent of var): 4 m^2 b, against 10 m^2 b for A (a triangular solve, S^T A and their
-reverse modes), and no LAPACK call touches the batch.  P and c cost O(m^3) once per step: one Cholesky
-factorisation, S S^T and two triangular solves with m right-hand sides forward, four solves and two products
-backward (about 12 m^3 flops; the C classes of the softmax share the factorisation and each solve).  An explicit
-L^-1 and matrix products instead cost about 19 m^3 (slower: ``benchmarks/before_after.py``, SVGP workloads).
+G the diagonal of the cotangent of var): 4 m^2 b, against 12 m^2 b for A (L^-1 K_zx, S^T A and their reverse
+modes).  P and c cost O(m^3) once per step, all of it matrix products with V = L^-1 (``_inverse_factor``, which
+calls LAPACK only on blocks of 16 rows: no multi-threaded OpenBLAS call beside XLA's products): S S^T and
+V^T (S S^T - I) V forward, V Q V^T, R S, (S S^T - I) R and V^T Phi V backward, about 19 m^3 flops with the
+factorisation (the C classes of the softmax share V).  Triangular solves with LAPACK would take about 12 m^3, but
+measured slower (``benchmarks/README.md``, ``before_after.py``, SVGP workloads: OpenBLAS's threads took the cores
+from the products around them).
 
 The price is rounding: k^T P k is formed from P, not from L^-1 k, so its error grows with the condition number of
-K_zz (about eps m / jitter relative to k(x, x): 3e-8 for m = 300, jitter 1e-6 in float64), where A's triangular
-solve is backward stable.  So this form is for float64; float32 keeps A.  And its O(m^3) part (about 12 m^3 flops
-against A's 4 m^3) outweighs the saving on the batch for small batches: A is used for b < 2 m
-(``SVGP._training_moments``).
+K_zz (about eps m / jitter relative to k(x, x): 7e-8 for m = 300, jitter 1e-6 in float64), where A's triangular
+solve is backward stable.  So this form is for float64; float32 keeps A, by LAPACK's triangular solve.  And its
+O(m^3) part (about 19 m^3 flops against A's 7 m^3) outweighs the saving on the batch for small batches: A is used
+for b < 2 m (``SVGP._training_moments``).
 """
 
 import jax
 import jax.numpy as jnp
 
-from . import _dense as dense
+from ._inverse_factor import inverse_factor
 from ._types import Array, Float
 
 
@@ -46,26 +48,6 @@ def _quadratic_form_bwd(residuals, g):
 quadratic_form.defvjp(_quadratic_form_fwd, _quadratic_form_bwd)
 
 
-def _by_class(A):
-    """(C, m, k) -> (m, C k): the classes' matrices side by side, for one triangular solve on all of them."""
-    C, m, k = A.shape
-    return jnp.moveaxis(A, 0, 1).reshape(m, C * k)
-
-
-def _from_columns(B, C):
-    """(m, C k) -> (C, m, k): the inverse of :func:`_by_class`."""
-    return jnp.moveaxis(B.reshape(B.shape[0], C, -1), 1, 0)
-
-
-def _both_sides(L, A, trans: int):
-    """op(L)^-1 A_c op(L)^-T for each class c, op(L) = L (trans=0) or L^T (trans=1): two triangular solves on all
-    classes at once, (op(L)^-1 (op(L)^-1 A_c)^T)^T."""
-    C = A.shape[0]
-    X = _from_columns(dense.solve_triangular(L, _by_class(A), lower=True, trans=trans), C)
-    Y = _from_columns(dense.solve_triangular(L, _by_class(jnp.swapaxes(X, -1, -2)), lower=True, trans=trans), C)
-    return jnp.swapaxes(Y, -1, -2)
-
-
 @jax.custom_vjp
 def whitened_form(K_zz: Float[Array, "m m"], S: Float[Array, "C m m"], mu: Float[Array, "C m"]):
     """(P, c) with P_c = L^-T (S_c S_c^T - I) L^-1 and c_c = L^-T mu_c for each of C latent functions (the softmax's
@@ -74,32 +56,31 @@ def whitened_form(K_zz: Float[Array, "m m"], S: Float[Array, "C m m"], mu: Float
 
 
 def _whitened_form_fwd(K_zz, S, mu):
-    L = dense.cholesky(K_zz)
+    V = inverse_factor(K_zz)  # L^-1
     sigma = S @ jnp.swapaxes(S, -1, -2) - jnp.eye(S.shape[-1], dtype=S.dtype)  # S_c S_c^T - I
-    P = _both_sides(L, sigma, trans=1)
-    c = dense.solve_triangular(L, mu.T, lower=True, trans=1).T  # rows c_c^T = (L^-T mu_c)^T
-    return (0.5 * (P + jnp.swapaxes(P, -1, -2)), c), (L, S, sigma, mu)
+    P = V.T @ sigma @ V
+    c = mu @ V  # rows c_c^T = (V^T mu_c)^T
+    return (0.5 * (P + jnp.swapaxes(P, -1, -2)), c), (V, S, sigma, mu)
 
 
 def _whitened_form_bwd(residuals, cotangents):
-    """Reverse mode by triangular solves and matrix products.  With Q_c = sym(P_bar_c), R_c = L^-1 Q_c L^-T,
-    mu_bar_c = L^-1 c_bar_c:
+    """Reverse mode by matrix products.  With V = L^-1, Q_c = sym(P_bar_c), R_c = V Q_c V^T, mu_bar_c = V c_bar_c:
 
         S_bar_c = 2 R_c S_c,
         L_bar: the derivatives of P and c in L give L^T L_bar = -sum_c (2 (S_c S_c^T - I) R_c + mu_c mu_bar_c^T),
-        K_bar = sym(L^-T Phi(L^T L_bar) L^-1),  Phi = the lower triangle with the diagonal halved
+        K_bar = sym(V^T Phi(L^T L_bar) V),  Phi = the lower triangle with the diagonal halved
 
     (Murray 2016, eq. 10, the Cholesky factorisation's reverse mode; L_bar need not be lower triangular there, as
     only its pairing with the lower-triangular dL matters, and the symmetrisation removes the rest)."""
-    L, S, sigma, mu = residuals
+    V, S, sigma, mu = residuals
     P_bar, c_bar = cotangents
     Q = 0.5 * (P_bar + jnp.swapaxes(P_bar, -1, -2))
-    R = _both_sides(L, Q, trans=0)
+    R = V @ Q @ V.T
     S_bar = 2.0 * (R @ S)
-    mu_bar = dense.solve_triangular(L, c_bar.T, lower=True, trans=0).T  # rows (L^-1 c_bar_c)^T
+    mu_bar = c_bar @ V.T  # rows (V c_bar_c)^T
     M = -2.0 * jnp.sum(sigma @ R, axis=0) - mu.T @ mu_bar  # L^T L_bar
     phi = jnp.tril(M) - 0.5 * jnp.diag(jnp.diagonal(M))
-    K_bar = _both_sides(L, phi[None], trans=1)[0]
+    K_bar = V.T @ phi @ V
     return 0.5 * (K_bar + K_bar.T), S_bar, mu_bar
 
 

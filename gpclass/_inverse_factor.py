@@ -1,0 +1,80 @@
+"""The inverse L^-1 of the Cholesky factor L of a symmetric positive definite A, by recursive halving: matrix
+products that XLA runs, and LAPACK only on diagonal blocks of at most ``LEAF`` rows.
+
+    A = [[A11, A21^T], [A21, A22]]:   L11 = chol(A11),  L21 = A21 L11^-T,  L22 = chol(A22 - L21 L21^T),
+                                      (L^-1)_21 = -L22^-1 L21 L11^-1
+
+(the block Cholesky factorisation and the inverse of a block triangular matrix, Golub & Van Loan, Matrix
+Computations, 4th ed., sec. 4.2.9), applied to each diagonal block in turn down to ``LEAF`` rows.  L21 from the
+product with the explicit L11^-1 takes one step of iterative refinement, L21 += (A21 - L21 L11^T) L11^-T: without
+it the Schur complement inherited the inverse's eps cond(L11) error and the result V = L^-1 satisfied
+V A V^T = I to 1.7e-8 at m = 300, cond(A) = 8e7, against LAPACK's 1.3e-9; with it 1.4e-9
+(``tests/test_inverse_factor.py``).
+
+Why not LAPACK on the whole matrix: on the CPU jaxlib runs a factorisation or a triangular solve through SciPy's
+BLAS (OpenBLAS in SciPy's wheels), which spreads a large call over its own threads, one per core.  After the call
+those threads keep spinning for more work, and the matrix products XLA runs next, on XLA's own threads, share the
+cores with them.  In a training step that alternates the two (SVGP: a factorisation of K_zz, triangular solves,
+products with the batch) the products then ran at about half their speed: ``benchmarks/README.md``
+(``before_after.py``, SVGP workloads).  On blocks of ``LEAF`` rows OpenBLAS stays on the calling thread (measured:
+calls on 32 x 32 blocks already woke its threads), so this program runs on XLA's threads alone; on a GPU the
+products are the device's and the leaves its solver's.
+
+The price: a solve by L^-1 is a matrix product, 2 m^2 k flops where a triangular solve takes m^2 k, and it
+is not backward stable: x = L^-1 b carries errors of about eps cond(L) relative.  So it serves SVGP's training in
+float64 (K_zz jittered: cond(L) = cond(K_zz)^(1/2) <= (m / jitter)^(1/2)); float32 and predictions keep LAPACK's
+triangular solves.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from . import _dense as dense
+from ._types import Array, Float
+
+LEAF = 16  # rows of the diagonal blocks that LAPACK factorises (module docstring)
+
+
+@jax.custom_vjp
+def inverse_factor(A: Float[Array, "m m"]) -> Float[Array, "m m"]:
+    """V = L^-1 with L L^T = A, L lower triangular (only A's lower triangle is read); NaN if A is not positive
+    definite (a diagonal block's factorisation fails and the NaN spreads through the products)."""
+    return _recursive(A)[1]
+
+
+def _recursive(A):
+    """(L, L^-1): the recursion needs both."""
+    m = A.shape[0]
+    if m <= LEAF:
+        L = dense.cholesky(A)
+        return L, dense.solve_triangular(L, jnp.eye(m, dtype=A.dtype), lower=True)
+    k = m // 2
+    L11, inverse11 = _recursive(A[:k, :k])
+    L21 = A[k:, :k] @ inverse11.T
+    L21 = L21 + (A[k:, :k] - L21 @ L11.T) @ inverse11.T  # one step of refinement (module docstring)
+    L22, inverse22 = _recursive(A[k:, k:] - L21 @ L21.T)
+    inverse21 = -(inverse22 @ (L21 @ inverse11))
+    zeros = jnp.zeros((k, m - k), A.dtype)
+    return jnp.block([[L11, zeros], [L21, L22]]), jnp.block([[inverse11, zeros], [inverse21, inverse22]])
+
+
+def _fwd(A):
+    inverse = _recursive(A)[1]
+    return inverse, inverse
+
+
+def _bwd(inverse, inverse_bar):
+    """With V = L^-1: dV = -V dL V, so L_bar = -V^T V_bar V^T, and with it the Cholesky factorisation's reverse mode
+    (Murray 2016, eq. 10):
+
+        A_bar = sym(V^T Phi(M) V),   M = L^T L_bar = -V_bar V^T,
+
+    Phi the lower triangle with the diagonal halved.  Only V_bar's lower triangle pairs with the lower triangular
+    dV; its upper part reaches M only above the diagonal, which Phi drops."""
+    M = -(inverse_bar @ inverse.T)
+    phi = jnp.tril(M) - 0.5 * jnp.diag(jnp.diagonal(M))
+    A_bar = inverse.T @ phi @ inverse
+    return (0.5 * (A_bar + A_bar.T),)
+
+
+inverse_factor.defvjp(_fwd, _bwd)
