@@ -44,9 +44,9 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from . import _dense as dense
-from ._inverse_factor import inverse_factor
 from ._exceptions import GPClassError
 from ._inference._posterior import AbstractPosterior
+from ._inverse_factor import inverse_factor
 from ._svgp_moments import quadratic_form, whitened_form
 from ._types import Array, Float
 from ._validation import as_float, require_setting
