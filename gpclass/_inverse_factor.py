@@ -71,10 +71,37 @@ def _bwd(inverse, inverse_bar):
 
     Phi the lower triangle with the diagonal halved.  Only V_bar's lower triangle pairs with the lower triangular
     dV; its upper part reaches M only above the diagonal, which Phi drops."""
-    M = -(inverse_bar @ inverse.T)
+    return (cholesky_cotangent(inverse, -(inverse_bar @ inverse.T)),)
+
+
+def cholesky_cotangent(inverse, M):
+    """A_bar = sym(V^T Phi(M) V) from M = L^T L_bar (Murray 2016, eq. 10), V = L^-1."""
     phi = jnp.tril(M) - 0.5 * jnp.diag(jnp.diagonal(M))
     A_bar = inverse.T @ phi @ inverse
-    return (0.5 * (A_bar + A_bar.T),)
+    return 0.5 * (A_bar + A_bar.T)
 
 
 inverse_factor.defvjp(_fwd, _bwd)
+
+
+@jax.custom_vjp
+def inverse_factor_solve(A: Float[Array, "m m"], B: Float[Array, "m k"]) -> Float[Array, "m k"]:
+    """X = L^-1 B, L L^T = A, as the product with V = :func:`inverse_factor`'s L^-1; differentiated in both A and B
+    without forming V's cotangent (an m x m product fewer than through :func:`inverse_factor`)."""
+    return _recursive(A)[1] @ B
+
+
+def _solve_fwd(A, B):
+    inverse = _recursive(A)[1]
+    X = inverse @ B
+    return X, (inverse, X)
+
+
+def _solve_bwd(residuals, X_bar):
+    """dX = -V dL X + V dB, so B_bar = V^T X_bar and L^T L_bar = -L^T V^T X_bar X^T = -X_bar X^T: the M of
+    :func:`_bwd` from the k columns (2 m^2 k flops) instead of from V_bar = X_bar B^T (2 m^2 k + 2 m^3)."""
+    inverse, X = residuals
+    return cholesky_cotangent(inverse, -(X_bar @ X.T)), inverse.T @ X_bar
+
+
+inverse_factor_solve.defvjp(_solve_fwd, _solve_bwd)

@@ -46,7 +46,7 @@ from jax.scipy.special import logsumexp
 from . import _dense as dense
 from ._exceptions import GPClassError
 from ._inference._posterior import AbstractPosterior
-from ._inverse_factor import inverse_factor
+from ._inverse_factor import inverse_factor_solve
 from ._svgp_moments import quadratic_form, whitened_form
 from ._types import Array, Float
 from ._validation import as_float, require_setting
@@ -151,7 +151,8 @@ class SVGP(AbstractPosterior):
         if self.inducing.dtype != jnp.float64:
             return self._marginals(self._projection(X), X)
         if X.shape[0] < 2 * self.inducing.shape[0]:  # A by the explicit L^-1 (``_inverse_factor``)
-            return self._marginals(inverse_factor(self._jittered_gram()) @ self.kernel.gram(self.inducing, X), X)
+            A = inverse_factor_solve(self._jittered_gram(), self.kernel.gram(self.inducing, X))
+            return self._marginals(A, X)
         classes = self.q_mu.ndim == 2
         S = jnp.tril(self.q_sqrt) if classes else jnp.tril(self.q_sqrt)[None]
         P, c = whitened_form(self._jittered_gram(), S, self.q_mu.T if classes else self.q_mu[None])

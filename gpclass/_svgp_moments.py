@@ -24,7 +24,7 @@ for b < 2 m (``SVGP._training_moments``).
 import jax
 import jax.numpy as jnp
 
-from ._inverse_factor import inverse_factor
+from ._inverse_factor import cholesky_cotangent, inverse_factor
 from ._types import Array, Float
 
 
@@ -79,9 +79,7 @@ def _whitened_form_bwd(residuals, cotangents):
     S_bar = 2.0 * (R @ S)
     mu_bar = c_bar @ V.T  # rows (V c_bar_c)^T
     M = -2.0 * jnp.sum(sigma @ R, axis=0) - mu.T @ mu_bar  # L^T L_bar
-    phi = jnp.tril(M) - 0.5 * jnp.diag(jnp.diagonal(M))
-    K_bar = V.T @ phi @ V
-    return 0.5 * (K_bar + K_bar.T), S_bar, mu_bar
+    return cholesky_cotangent(V, M), S_bar, mu_bar
 
 
 whitened_form.defvjp(_whitened_form_fwd, _whitened_form_bwd)
