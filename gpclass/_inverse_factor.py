@@ -16,9 +16,11 @@ BLAS (OpenBLAS in SciPy's wheels), which spreads a large call over its own threa
 those threads keep spinning for more work, and the matrix products XLA runs next, on XLA's own threads, share the
 cores with them.  In a training step that alternates the two (SVGP: a factorisation of K_zz, triangular solves,
 products with the batch) the products then ran at about half their speed: ``benchmarks/README.md``
-(``before_after.py``, SVGP workloads).  On blocks of ``LEAF`` rows OpenBLAS stays on the calling thread (measured:
-calls on 32 x 32 blocks already woke its threads), so this program runs on XLA's threads alone; on a GPU the
-products are the device's and the leaves its solver's.
+(``before_after.py``, SVGP workloads).  On blocks of at most ``LEAF`` rows OpenBLAS stays on the calling thread
+(measured in the SVGP step at m = 500: leaves of 16 to 28 rows ran equally fast, leaves of 32 rows took 1.8x as
+long), so this program runs on XLA's threads alone; on a GPU the products are the device's and the leaves its
+solver's.  The recursion is unrolled when the program is traced: its size, and the compile time, grow with the
+number of leaves, m / LEAF (each leaf of ``LEAF`` rows but the last).
 
 The price: a solve by L^-1 is a matrix product, 2 m^2 k flops where a triangular solve takes m^2 k, and it
 is not backward stable: x = L^-1 b carries errors of about eps cond(L) relative.  So it serves SVGP's training in
@@ -32,7 +34,7 @@ import jax.numpy as jnp
 from . import _dense as dense
 from ._types import Array, Float
 
-LEAF = 16  # rows of the diagonal blocks that LAPACK factorises (module docstring)
+LEAF = 24  # the most rows of a diagonal block that LAPACK factorises (module docstring)
 
 
 @jax.custom_vjp
@@ -48,7 +50,7 @@ def _recursive(A):
     if m <= LEAF:
         L = dense.cholesky(A)
         return L, dense.solve_triangular(L, jnp.eye(m, dtype=A.dtype), lower=True)
-    k = m // 2
+    k = LEAF * -(-m // (2 * LEAF))  # half of the blocks of LEAF rows (rounded up): leaves of LEAF rows but one
     L11, inverse11 = _recursive(A[:k, :k])
     L21 = A[k:, :k] @ inverse11.T
     L21 = L21 + (A[k:, :k] - L21 @ L11.T) @ inverse11.T  # one step of refinement (module docstring)

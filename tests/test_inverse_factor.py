@@ -24,7 +24,8 @@ def se_gram(m, seed, jitter=1e-6, close=False):
     return K + jitter * np.eye(m)
 
 
-# Sizes: one leaf, the largest leaf, one split, uneven splits down to leaves of 8 and 9 rows, three levels.
+# Sizes: one leaf, the largest leaf, one split (a leaf of one row), uneven splits, three levels (131 = 24 + 24 + 24 +
+# 48 + 11).
 SIZES = (1, 5, _inverse_factor.LEAF, _inverse_factor.LEAF + 1, 33, 70, 131)
 
 
