@@ -16,16 +16,18 @@ BLAS (OpenBLAS in SciPy's wheels), which spreads a large call over its own threa
 those threads keep spinning for more work, and the matrix products XLA runs next, on XLA's own threads, share the
 cores with them.  In a training step that alternates the two (SVGP: a factorisation of K_zz, triangular solves,
 products with the batch) the products then ran at about half their speed: ``benchmarks/README.md``
-(``before_after.py``, SVGP workloads).  On blocks of at most ``LEAF`` rows OpenBLAS stays on the calling thread
-(measured in the SVGP step at m = 500: leaves of 16 to 28 rows ran equally fast, leaves of 32 rows took 1.8x as
-long), so this program runs on XLA's threads alone; on a GPU the products are the device's and the leaves its
-solver's.  The recursion is unrolled when the program is traced: its size, and the compile time, grow with the
-number of leaves, m / LEAF (each leaf of ``LEAF`` rows but the last).
+(``before_after.py``, SVGP workloads), and FITC-EP and VFE-KL at n = 20,000, m = 100 took 1.5-1.8x as long.
+On blocks of at most ``LEAF`` rows OpenBLAS stays on the calling thread (measured in the SVGP step at m = 500:
+leaves of 16 to 28 rows ran equally fast, leaves of 32 rows took 1.8x as long), so this program runs on XLA's
+threads alone; on a GPU the products are the device's and the leaves its solver's.  The recursion is unrolled when
+the program is traced: its size, and the compile time, grow with the number of leaves, m / LEAF (each leaf of
+``LEAF`` rows but the last).
 
 The price: a solve by L^-1 is a matrix product, 2 m^2 k flops where a triangular solve takes m^2 k, and it
-is not backward stable: x = L^-1 b carries errors of about eps cond(L) relative.  So it serves SVGP's training in
-float64 (K_zz jittered: cond(L) = cond(K_zz)^(1/2) <= (m / jitter)^(1/2)); float32 and predictions keep LAPACK's
-triangular solves.
+is not backward stable: x = L^-1 b carries errors of about eps cond(L) relative.  Its users: SVGP's training in
+float64 (K_zz jittered: cond(L) = cond(K_zz)^(1/2) <= (m / jitter)^(1/2); float32 and predictions keep LAPACK's
+triangular solves), and the sparse priors' m x m factors (``gpc.Sparse``, ``_covariance.low_rank``), which were
+applied through explicit inverses already.
 """
 
 import jax
@@ -60,6 +62,24 @@ def _recursive(A):
     return jnp.block([[L11, zeros], [L21, L22]]), jnp.block([[inverse11, zeros], [inverse21, inverse22]])
 
 
+@jax.custom_vjp
+def cholesky_and_inverse(A: Float[Array, "m m"]) -> tuple[Float[Array, "m m"], Float[Array, "m m"]]:
+    """(L, L^-1) with L L^T = A, both from the one recursion (:func:`inverse_factor`)."""
+    return _recursive(A)
+
+
+def _both_fwd(A):
+    L, inverse = _recursive(A)
+    return (L, inverse), (L, inverse)
+
+
+def _both_bwd(residuals, cotangents):
+    """The cotangent of L is L_bar - V^T V_bar V^T (V = L^-1, dV = -V dL V), so M = L^T L_bar - V_bar V^T."""
+    L, inverse = residuals
+    L_bar, inverse_bar = cotangents
+    return (cholesky_cotangent(inverse, L.T @ L_bar - inverse_bar @ inverse.T),)
+
+
 def _fwd(A):
     inverse = _recursive(A)[1]
     return inverse, inverse
@@ -84,6 +104,7 @@ def cholesky_cotangent(inverse, M):
 
 
 inverse_factor.defvjp(_fwd, _bwd)
+cholesky_and_inverse.defvjp(_both_fwd, _both_bwd)
 
 
 @jax.custom_vjp

@@ -8,11 +8,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from . import _dense as dense
 from ._compile import jit
-from ._covariance import LowRankCovariance, times_inverse_transpose
+from ._covariance import LowRankCovariance
 from ._errors import AT
 from ._exceptions import GPClassError
+from ._inverse_factor import cholesky_and_inverse
 from ._types import Array, Float
 from ._validation import Checks, as_float, require_setting
 from .kernels import AbstractKernel, PerClass
@@ -108,8 +108,8 @@ class Sparse(eqx.Module):
         K_uu = self.kernel.gram(Z)
         m = K_uu.shape[0]
         K_uu = K_uu + self.jitter * jnp.mean(jnp.diagonal(K_uu)) * jnp.eye(m, dtype=K_uu.dtype)
-        chol_uu = dense.cholesky(K_uu)
-        Phi = times_inverse_transpose(self.kernel.gram(X, Z), chol_uu)
+        chol_uu, inverse_uu = cholesky_and_inverse(K_uu)
+        Phi = self.kernel.gram(X, Z) @ inverse_uu.T
         g = jnp.maximum(self.kernel.diag(X) - jnp.sum(Phi**2, axis=1), 0.0)
         return LowRankCovariance(Phi=Phi, g=g, chol_uu=chol_uu, power=self.power)
 

@@ -10,7 +10,7 @@ import scipy.linalg
 from conftest import central_difference
 
 from gpclass import _inverse_factor
-from gpclass._inverse_factor import inverse_factor, inverse_factor_solve
+from gpclass._inverse_factor import cholesky_and_inverse, inverse_factor, inverse_factor_solve
 
 
 def se_gram(m, seed, jitter=1e-6, close=False):
@@ -116,3 +116,28 @@ def test_solve_and_its_reverse_mode():
     expected = jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)(A, B, reference)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=0, atol=1e-10 * np.max(np.abs(e)))
+
+
+def test_factor_and_inverse_together():
+    """``cholesky_and_inverse``: L equals NumPy's factor and L^-1 ``inverse_factor``'s; the gradient of a scalar
+    of both against reverse mode through jaxlib's Cholesky factorisation and triangular solve (1e-10 relative) at
+    m = 33, on the near-singular matrix of the tests above."""
+    m = 33
+    A = se_gram(m, seed=2, jitter=1e-3, close=True)
+    L, inverse = jax.jit(cholesky_and_inverse)(A)
+    np.testing.assert_allclose(L, np.linalg.cholesky(A), rtol=0, atol=1e-13)
+    np.testing.assert_array_equal(inverse, jax.jit(inverse_factor)(A))
+    rng = np.random.default_rng(5)
+    w_L, w_inverse = rng.normal(size=(m, m)), 1e-3 * rng.normal(size=(m, m))
+
+    def loss(A):
+        L, inverse = cholesky_and_inverse(A)
+        return jnp.sum(w_L * jnp.sin(L)) + jnp.sum(w_inverse * jnp.cos(inverse))
+
+    def reference(A):
+        L = jnp.linalg.cholesky(A)
+        inverse = jax.scipy.linalg.solve_triangular(L, jnp.eye(m), lower=True)
+        return jnp.sum(w_L * jnp.sin(L)) + jnp.sum(w_inverse * jnp.cos(inverse))
+
+    got, want = jax.jit(jax.grad(loss))(A), jax.jit(jax.grad(reference))(A)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.max(np.abs(want)))

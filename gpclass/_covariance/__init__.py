@@ -15,7 +15,7 @@ which refuses the call with a message naming both.
 
 from ._base import AbstractCovariance, AbstractFactor, AbstractNewtonSolve, AbstractSitesCovariance, AbstractSitesFactor
 from .dense import DenseCovariance, DenseFactor, DenseSitesCovariance, PerClassCovariance
-from .low_rank import LowRankCovariance, LowRankFactor, LowRankSitesCovariance, times_inverse_transpose
+from .low_rank import LowRankCovariance, LowRankFactor, LowRankSitesCovariance
 
 __all__ = [
     "AbstractCovariance",
@@ -30,5 +30,4 @@ __all__ = [
     "LowRankFactor",
     "LowRankSitesCovariance",
     "PerClassCovariance",
-    "times_inverse_transpose",
 ]
