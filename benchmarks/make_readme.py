@@ -977,9 +977,9 @@ def quadrature_vfe_kl(run: Run) -> str | None:
     return f"{times(row['over_fitc_ep'])} (n = {row['n']}, m = {row['m']})" if row else None
 
 
-def svgp_speedup(run: Run, n: int) -> str | None:
-    row = next((r for r in run.results if r["n"] == n), None)
-    return f"{times(row['speedup'])} (m = {row['m']}, batch {row['batch']})" if row else None
+def svgp_speedup(run: Run, n: int, m: int) -> str | None:
+    row = next((r for r in run.results if r["n"] == n and r["m"] == m), None)
+    return f"{times(row['speedup'])} (batch {row['batch']})" if row else None
 
 
 def memmap_step(run: Run) -> str:
@@ -1015,10 +1015,12 @@ HEADLINES = (
              lambda run: gpml_ep_ratio(run, "1000")),
     Headline("FITC-EP: GPML's `apxSparse` / gpclass", "gpml_sparse", ".*",
              lambda run: sparse_gpml_ratio(run, "EP FITC")),
-    Headline("SVGP step, n = 10^4: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
-             lambda run: svgp_speedup(run, 10_000)),
-    Headline("SVGP step, n = 10^5: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
-             lambda run: svgp_speedup(run, 100_000)),
+    Headline("SVGP step, n = 10^4, m = 100: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
+             lambda run: svgp_speedup(run, 10_000, 100)),
+    Headline("SVGP step, n = 10^5, m = 300: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
+             lambda run: svgp_speedup(run, 100_000, 300)),
+    Headline("SVGP step, n = 10^5, m = 500: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
+             lambda run: svgp_speedup(run, 100_000, 500)),
     Headline("First ML-II fit in a new process: gpclass / scikit-learn", "first_fit", r"first_fit_n\d+.*",
              first_fit_ratio),
     Headline("VFE-KL / FITC-EP, one value and gradient", "quadrature_cost", ".*", quadrature_vfe_kl),
