@@ -80,6 +80,24 @@ def _both_bwd(residuals, cotangents):
     return (cholesky_cotangent(inverse, L.T @ L_bar - inverse_bar @ inverse.T),)
 
 
+def cholesky(A: Float[Array, "m m"]) -> Float[Array, "m m"]:
+    """L with L L^T = A by the recursion (its L^-1 is formed too, for the blocks below the diagonal); no derivative
+    rule: for values that are not differentiated (SVGP's natural-gradient step)."""
+    return _recursive(A)[0]
+
+
+def triangular_inverse(L: Float[Array, "m m"]) -> Float[Array, "m m"]:
+    """L^-1 of a lower triangular L by the same halving, V21 = -V22 L21 V11, with LAPACK's solve on the leaves;
+    no derivative rule (SVGP's natural-gradient step)."""
+    m = L.shape[0]
+    if m <= LEAF:
+        return dense.solve_triangular(L, jnp.eye(m, dtype=L.dtype), lower=True)
+    k = LEAF * -(-m // (2 * LEAF))
+    inverse11, inverse22 = triangular_inverse(L[:k, :k]), triangular_inverse(L[k:, k:])
+    zeros = jnp.zeros((k, m - k), L.dtype)
+    return jnp.block([[inverse11, zeros], [-(inverse22 @ (L[k:, :k] @ inverse11)), inverse22]])
+
+
 def _fwd(A):
     inverse = _recursive(A)[1]
     return inverse, inverse

@@ -46,7 +46,8 @@ from jax.scipy.special import logsumexp
 from . import _dense as dense
 from ._exceptions import GPClassError
 from ._inference._posterior import AbstractPosterior
-from ._inverse_factor import inverse_factor_solve
+from ._inverse_factor import cholesky as recursive_cholesky
+from ._inverse_factor import inverse_factor, inverse_factor_solve, triangular_inverse
 from ._svgp_moments import quadratic_form, whitened_form
 from ._types import Array, Float
 from ._validation import as_float, require_setting
@@ -150,9 +151,8 @@ class SVGP(AbstractPosterior):
         from A (12 m^2 b + about 7 m^3, comparable below b = 2 m; in float32 by a triangular solve, backward stable)."""
         if self.inducing.dtype != jnp.float64:
             return self._marginals(self._projection(X), X)
-        if X.shape[0] < 2 * self.inducing.shape[0]:  # A by the explicit L^-1 (``_inverse_factor``)
-            A = inverse_factor_solve(self._jittered_gram(), self.kernel.gram(self.inducing, X))
-            return self._marginals(A, X)
+        if X.shape[0] < 2 * self.inducing.shape[0]:
+            return self._marginals(self._training_projection(X), X)
         classes = self.q_mu.ndim == 2
         S = jnp.tril(self.q_sqrt) if classes else jnp.tril(self.q_sqrt)[None]
         P, c = whitened_form(self._jittered_gram(), S, self.q_mu.T if classes else self.q_mu[None])
@@ -160,6 +160,13 @@ class SVGP(AbstractPosterior):
         mean = K_zx.T @ c.T
         var = self.kernel.diag(X)[:, None] + jax.vmap(quadratic_form, in_axes=(0, None), out_axes=1)(P, K_zx)
         return (mean, var) if classes else (mean[:, 0], var[:, 0])
+
+    def _training_projection(self, X: Float[Array, "b d"]) -> Float[Array, "m b"]:
+        """A as training takes it: in float64 by the explicit L^-1 (``_inverse_factor``: no multi-threaded LAPACK
+        call beside XLA's products), in float32 by LAPACK's backward-stable triangular solve."""
+        if self.inducing.dtype != jnp.float64:
+            return self._projection(X)
+        return inverse_factor_solve(self._jittered_gram(), self.kernel.gram(self.inducing, X))
 
     @property
     def input_dim(self) -> int:
@@ -275,7 +282,7 @@ def natural_gradient_step(model: SVGP, A, X, y, num_data, step: float, key=None)
     d E / d Sigma is negative semi-definite, so for step in (0, 1] the new
     -2 theta_2 stays positive definite.  step = 1 jumps to the fixed point of
     the current linearisation (the conjugate-computation update of Khan & Lin).
-    A = L^-1 K_zx at the model's hyperparameters and Z (``SVGP._projection``).
+    A = L^-1 K_zx at the model's hyperparameters and Z (``SVGP._training_projection``).
 
     Softmax: q(v) factorises over the classes, so the step is taken for each
     class in its own (mu_c, Sigma_c), with E's gradient in the marginal
@@ -313,13 +320,15 @@ def _natural_update(mu, S, A, prior_var, expected, step):
 
     g1, g2 = jax.grad(in_eta, argnums=(0, 1))(mu, S @ S.T + jnp.outer(mu, mu))
     g2 = 0.5 * (g2 + g2.T)
+    # Inverses and factors by _inverse_factor's recursion: no multi-threaded LAPACK call beside XLA's products.
     identity = jnp.eye(mu.shape[0], dtype=mu.dtype)
-    precision = dense.cho_solve(S, identity)  # Sigma^-1 = S^-T S^-1
+    S_inverse = triangular_inverse(S)
+    precision = S_inverse.T @ S_inverse  # Sigma^-1 = S^-T S^-1
     new_precision = (1.0 - step) * precision + step * (identity - 2.0 * g2)
     new_theta1 = (1.0 - step) * precision @ mu + step * g1
-    L = dense.cholesky(0.5 * (new_precision + new_precision.T))
-    new_Sigma = dense.cho_solve(L, identity)
-    return new_Sigma @ new_theta1, dense.cholesky(0.5 * (new_Sigma + new_Sigma.T))
+    V = inverse_factor(0.5 * (new_precision + new_precision.T))
+    new_Sigma = V.T @ V
+    return new_Sigma @ new_theta1, recursive_cholesky(0.5 * (new_Sigma + new_Sigma.T))
 
 
 def _softmax_moment_gradients(y, mean, var, eps, estimator):

@@ -363,7 +363,7 @@ def _step_body(trainable, opt_state, X_batch, y_batch, sample_key, i, num_data, 
         model = _build(t, static, settings)
         if natural_step is None:
             return -model.elbo(X_batch, y_batch, num_data, key=key), None
-        A = model._projection(X_batch)  # the natural-gradient step below takes the same A
+        A = model._training_projection(X_batch)  # the natural-gradient step below takes the same A
         return -model._elbo_from_projection(A, X_batch, y_batch, num_data, key), A
 
     (value, A), grads = jax.value_and_grad(loss, has_aux=True)(trainable)

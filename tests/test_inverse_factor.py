@@ -10,7 +10,13 @@ import scipy.linalg
 from conftest import central_difference
 
 from gpclass import _inverse_factor
-from gpclass._inverse_factor import cholesky_and_inverse, inverse_factor, inverse_factor_solve
+from gpclass._inverse_factor import (
+    cholesky,
+    cholesky_and_inverse,
+    inverse_factor,
+    inverse_factor_solve,
+    triangular_inverse,
+)
 
 
 def se_gram(m, seed, jitter=1e-6, close=False):
@@ -141,3 +147,17 @@ def test_factor_and_inverse_together():
 
     got, want = jax.jit(jax.grad(loss))(A), jax.jit(jax.grad(reference))(A)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.max(np.abs(want)))
+
+
+@pytest.mark.parametrize("m", (5, 70, 131))
+def test_cholesky_and_triangular_inverse_values(m):
+    """The recursion's L alone equals NumPy's factor, and ``triangular_inverse`` of a lower triangular matrix
+    that is not a Cholesky factor of anything at hand (random entries, diagonal in [0.5, 1.5]) equals
+    NumPy's inverse, both to 1e-12 relative to the largest entry."""
+    A = se_gram(m, seed=m, jitter=0.1)
+    want = np.linalg.cholesky(A)
+    np.testing.assert_allclose(jax.jit(cholesky)(A), want, rtol=0, atol=1e-12 * np.max(np.abs(want)))
+    rng = np.random.default_rng(m)
+    S = np.tril(0.3 * rng.normal(size=(m, m)), -1) + np.diag(rng.uniform(0.5, 1.5, size=m))
+    want = np.linalg.inv(S)
+    np.testing.assert_allclose(jax.jit(triangular_inverse)(S), want, rtol=0, atol=1e-12 * np.max(np.abs(want)))
