@@ -35,19 +35,21 @@ since U D U^T = H - I).
 import equinox as eqx
 import jax.numpy as jnp
 
-from .. import _dense as dense
+from .._inverse_factor import cholesky_and_inverse
 from .._types import Array, Float
 from ._base import AbstractFactor
 from .dense_classes import case_totals
 
 
 class LowRankClassFactor(AbstractFactor):
-    """What pi brings under K~: rho = pi / (1 + t pi), t = s g, and the Cholesky factor of H (module docstring)."""
+    """What pi brings under K~: rho = pi / (1 + t pi), t = s g, the Cholesky factor of H and its inverse (module
+    docstring; both from ``_inverse_factor.cholesky_and_inverse``: no multi-threaded LAPACK call in the loops)."""
 
     g: Float[Array, " n"]
     pi: Float[Array, "n C"]
     rho: Float[Array, "n C"]
     chol_h: Float[Array, "Cm Cm"]
+    inverse_h: Float[Array, "Cm Cm"]
     power: float = eqx.field(static=True)
 
     @property
@@ -69,7 +71,7 @@ class LowRankClassFactor(AbstractFactor):
         """(I + W K~)^-1 v = x - D U^T H^-1 U x, x = A^-1 v (no product with K~: nothing cancels)."""
         x = self.times_a_inverse(v)
         ux = (x.T @ op.Phi).reshape(-1)  # U x, class-major (c, j)
-        h_inv_ux = dense.cho_solve(self.chol_h, ux).reshape(x.shape[1], -1)
+        h_inv_ux = (self.inverse_h.T @ (self.inverse_h @ ux)).reshape(x.shape[1], -1)  # H^-1 = L^-T L^-1
         return x - self.times_d(op.Phi @ h_inv_ux.T)
 
     def power_log_det(self, op) -> Float[Array, ""]:
@@ -91,7 +93,8 @@ def class_factor(op, pi: Float[Array, "n C"]) -> LowRankClassFactor:
     blocks = jnp.einsum("ncj,nk->cjk", rho[:, :, None] * op.Phi[:, None, :], op.Phi)  # Phi^T diag(rho^c) Phi
     P = ((rho / jnp.sqrt(case_totals(rho))[:, None])[:, :, None] * op.Phi[:, None, :]).reshape(n, -1)
     H = block_diagonal(blocks) - P.T @ P + jnp.eye(P.shape[1], dtype=P.dtype)
-    return LowRankClassFactor(g=op.g, pi=pi, rho=rho, chol_h=dense.cholesky(H), power=op.power)
+    chol_h, inverse_h = cholesky_and_inverse(H)
+    return LowRankClassFactor(g=op.g, pi=pi, rho=rho, chol_h=chol_h, inverse_h=inverse_h, power=op.power)
 
 
 def block_diagonal(blocks: Float[Array, "C m m"]) -> Float[Array, "Cm Cm"]:
