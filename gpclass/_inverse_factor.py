@@ -46,20 +46,19 @@ def inverse_factor(A: Float[Array, "m m"]) -> Float[Array, "m m"]:
     return _recursive(A)[1]
 
 
-def _recursive(A):
-    """(L, L^-1): the recursion needs both."""
-    m = A.shape[0]
-    if m <= LEAF:
-        L = dense.cholesky(A)
-        return L, dense.solve_triangular(L, jnp.eye(m, dtype=A.dtype), lower=True)
-    k = LEAF * -(-m // (2 * LEAF))  # half of the blocks of LEAF rows (rounded up): leaves of LEAF rows but one
-    L11, inverse11 = _recursive(A[:k, :k])
-    L21 = A[k:, :k] @ inverse11.T
-    L21 = L21 + (A[k:, :k] - L21 @ L11.T) @ inverse11.T  # one step of refinement (module docstring)
-    L22, inverse22 = _recursive(A[k:, k:] - L21 @ L21.T)
-    inverse21 = -(inverse22 @ (L21 @ inverse11))
-    zeros = jnp.zeros((k, m - k), A.dtype)
-    return jnp.block([[L11, zeros], [L21, L22]]), jnp.block([[inverse11, zeros], [inverse21, inverse22]])
+def _inverse_fwd(A):
+    inverse = _recursive(A)[1]
+    return inverse, inverse
+
+
+def _inverse_bwd(inverse, inverse_bar):
+    """With V = L^-1: dV = -V dL V, so L_bar = -V^T V_bar V^T, and with it the Cholesky factorisation's reverse mode
+    (:func:`cholesky_cotangent`) with M = L^T L_bar = -V_bar V^T.  Only V_bar's lower triangle pairs with the lower
+    triangular dV; its upper part reaches M only above the diagonal, which Phi drops."""
+    return (cholesky_cotangent(inverse, -(inverse_bar @ inverse.T)),)
+
+
+inverse_factor.defvjp(_inverse_fwd, _inverse_bwd)
 
 
 @jax.custom_vjp
@@ -80,48 +79,6 @@ def _both_bwd(residuals, cotangents):
     return (cholesky_cotangent(inverse, L.T @ L_bar - inverse_bar @ inverse.T),)
 
 
-def cholesky(A: Float[Array, "m m"]) -> Float[Array, "m m"]:
-    """L with L L^T = A by the recursion (its L^-1 is formed too, for the blocks below the diagonal); no derivative
-    rule: for values that are not differentiated (SVGP's natural-gradient step)."""
-    return _recursive(A)[0]
-
-
-def triangular_inverse(L: Float[Array, "m m"]) -> Float[Array, "m m"]:
-    """L^-1 of a lower triangular L by the same halving, V21 = -V22 L21 V11, with LAPACK's solve on the leaves;
-    no derivative rule (SVGP's natural-gradient step)."""
-    m = L.shape[0]
-    if m <= LEAF:
-        return dense.solve_triangular(L, jnp.eye(m, dtype=L.dtype), lower=True)
-    k = LEAF * -(-m // (2 * LEAF))
-    inverse11, inverse22 = triangular_inverse(L[:k, :k]), triangular_inverse(L[k:, k:])
-    zeros = jnp.zeros((k, m - k), L.dtype)
-    return jnp.block([[inverse11, zeros], [-(inverse22 @ (L[k:, :k] @ inverse11)), inverse22]])
-
-
-def _fwd(A):
-    inverse = _recursive(A)[1]
-    return inverse, inverse
-
-
-def _bwd(inverse, inverse_bar):
-    """With V = L^-1: dV = -V dL V, so L_bar = -V^T V_bar V^T, and with it the Cholesky factorisation's reverse mode
-    (Murray 2016, eq. 10):
-
-        A_bar = sym(V^T Phi(M) V),   M = L^T L_bar = -V_bar V^T,
-
-    Phi the lower triangle with the diagonal halved.  Only V_bar's lower triangle pairs with the lower triangular
-    dV; its upper part reaches M only above the diagonal, which Phi drops."""
-    return (cholesky_cotangent(inverse, -(inverse_bar @ inverse.T)),)
-
-
-def cholesky_cotangent(inverse, M):
-    """A_bar = sym(V^T Phi(M) V) from M = L^T L_bar (Murray 2016, eq. 10), V = L^-1."""
-    phi = jnp.tril(M) - 0.5 * jnp.diag(jnp.diagonal(M))
-    A_bar = inverse.T @ phi @ inverse
-    return 0.5 * (A_bar + A_bar.T)
-
-
-inverse_factor.defvjp(_fwd, _bwd)
 cholesky_and_inverse.defvjp(_both_fwd, _both_bwd)
 
 
@@ -139,10 +96,58 @@ def _solve_fwd(A, B):
 
 
 def _solve_bwd(residuals, X_bar):
-    """dX = -V dL X + V dB, so B_bar = V^T X_bar and L^T L_bar = -L^T V^T X_bar X^T = -X_bar X^T: the M of
-    :func:`_bwd` from the k columns (2 m^2 k flops) instead of from V_bar = X_bar B^T (2 m^2 k + 2 m^3)."""
+    """dX = -V dL X + V dB, so B_bar = V^T X_bar and L^T L_bar = -L^T V^T X_bar X^T = -X_bar X^T: M from the k
+    columns (2 m^2 k flops) instead of from V_bar = X_bar B^T (2 m^2 k + 2 m^3)."""
     inverse, X = residuals
     return cholesky_cotangent(inverse, -(X_bar @ X.T)), inverse.T @ X_bar
 
 
 inverse_factor_solve.defvjp(_solve_fwd, _solve_bwd)
+
+
+def cholesky_cotangent(inverse: Float[Array, "m m"], M: Float[Array, "m m"]) -> Float[Array, "m m"]:
+    """The Cholesky factorisation's reverse mode (Murray 2016, eq. 10) through V = L^-1:
+
+        A_bar = sym(V^T Phi(M) V),   M = L^T L_bar,   Phi = the lower triangle with the diagonal halved."""
+    phi = jnp.tril(M) - 0.5 * jnp.diag(jnp.diagonal(M))
+    A_bar = inverse.T @ phi @ inverse
+    return 0.5 * (A_bar + A_bar.T)
+
+
+def cholesky(A: Float[Array, "m m"]) -> Float[Array, "m m"]:
+    """L with L L^T = A by the recursion (its L^-1 is formed too, for the blocks below the diagonal); no derivative
+    rule: for values that are not differentiated (SVGP's natural-gradient step)."""
+    return _recursive(A)[0]
+
+
+def triangular_inverse(L: Float[Array, "m m"]) -> Float[Array, "m m"]:
+    """L^-1 of a lower triangular L by the same halving, V21 = -V22 L21 V11, with LAPACK's solve on the leaves;
+    no derivative rule (SVGP's natural-gradient step)."""
+    m = L.shape[0]
+    if m <= LEAF:
+        return dense.solve_triangular(L, jnp.eye(m, dtype=L.dtype), lower=True)
+    k = _split(m)
+    inverse11, inverse22 = triangular_inverse(L[:k, :k]), triangular_inverse(L[k:, k:])
+    zeros = jnp.zeros((k, m - k), L.dtype)
+    return jnp.block([[inverse11, zeros], [-(inverse22 @ (L[k:, :k] @ inverse11)), inverse22]])
+
+
+def _recursive(A):
+    """(L, L^-1) by the halving of the module docstring: the recursion needs both."""
+    m = A.shape[0]
+    if m <= LEAF:
+        L = dense.cholesky(A)
+        return L, dense.solve_triangular(L, jnp.eye(m, dtype=A.dtype), lower=True)
+    k = _split(m)
+    L11, inverse11 = _recursive(A[:k, :k])
+    L21 = A[k:, :k] @ inverse11.T
+    L21 = L21 + (A[k:, :k] - L21 @ L11.T) @ inverse11.T  # one step of refinement (module docstring)
+    L22, inverse22 = _recursive(A[k:, k:] - L21 @ L21.T)
+    inverse21 = -(inverse22 @ (L21 @ inverse11))
+    zeros = jnp.zeros((k, m - k), A.dtype)
+    return jnp.block([[L11, zeros], [L21, L22]]), jnp.block([[inverse11, zeros], [inverse21, inverse22]])
+
+
+def _split(m: int) -> int:
+    """The rows of the first block: half of the blocks of LEAF rows, rounded up (every leaf LEAF rows but the last)."""
+    return LEAF * -(-m // (2 * LEAF))

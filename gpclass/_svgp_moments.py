@@ -17,7 +17,7 @@ cores from the products around them).
 The price is rounding: k^T P k is formed from P, not from L^-1 k, so its error grows with the condition number of
 K_zz (about eps m / jitter relative to k(x, x): 7e-8 for m = 300, jitter 1e-6 in float64), where A's triangular
 solve is backward stable.  So this form is for float64; float32 keeps A, by LAPACK's triangular solve.  And its
-O(m^3) part (about 19 m^3 flops against A's 7 m^3) outweighs the saving on the batch for small batches: A is used
+O(m^3) part (about 19 m^3 flops against A's 5 m^3) outweighs the saving on the batch for small batches: A is used
 for b < 2 m (``SVGP._training_moments``).
 """
 

@@ -234,8 +234,8 @@ def test_training_moments_and_their_gradients_are_the_whitened_formulas():
     triangular solves, against 1e-8), gradients in every parameter to 1e-7 relative; the gradients of a softmax
     model's (three classes) too."""
     X, _ = toy_data(n=60, seed=8)
-    m = 30
-    model = random_model(X, m, seed=4)
+    num_inducing = 30
+    model = random_model(X, num_inducing, seed=4)
     model = eqx.tree_at(lambda m: m.inducing, model, model.inducing.at[1].set(model.inducing[0] + 1e-3))
     for lengthscale in (1.0, 20.0 * float(np.std(X))):
         model = eqx.tree_at(lambda m: m.kernel.lengthscale, model, jnp.asarray(lengthscale))
@@ -248,14 +248,15 @@ def test_training_moments_and_their_gradients_are_the_whitened_formulas():
             (_, fast), g_fast = gpc.filter_jit(jax.value_and_grad(lambda m: scalar(m, True), has_aux=True))(model)
             (_, slow), g_slow = gpc.filter_jit(jax.value_and_grad(lambda m: scalar(m, False), has_aux=True))(model)
             for a, b in zip(fast, slow):  # the P form's rounding: eps m / jitter of the prior variance
-                np.testing.assert_allclose(a, b, rtol=0, atol=np.finfo(float).eps * m / model.jitter
+                np.testing.assert_allclose(a, b, rtol=0, atol=np.finfo(float).eps * num_inducing / model.jitter
                                            * float(model.kernel.variance))
             for a, b in zip(jax.tree.leaves(g_fast), jax.tree.leaves(g_slow)):
                 np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7 * float(np.max(np.abs(b))))
     # The softmax's C classes share one factorisation (P and c per class): the same comparison.
     rng = np.random.default_rng(0)
-    classes = gpc.SVGP(model.kernel, gpc.likelihoods.Softmax(3), model.inducing, rng.normal(size=(m, 3)),
-                       np.tril(0.3 * rng.normal(size=(3, m, m))) + 0.8 * np.eye(m), estimator="jensen")
+    q_sqrt = np.tril(0.3 * rng.normal(size=(3, num_inducing, num_inducing))) + 0.8 * np.eye(num_inducing)
+    classes = gpc.SVGP(model.kernel, gpc.likelihoods.Softmax(3), model.inducing, rng.normal(size=(num_inducing, 3)),
+                       q_sqrt, estimator="jensen")
 
     def scalar_classes(m, which):
         mean, var = m._training_moments(X) if which else reference_marginals(m, X)
