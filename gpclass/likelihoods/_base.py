@@ -113,6 +113,17 @@ class AbstractLikelihood(eqx.Module):
     def log_prob(self, y: Float[Array, " n"], f: Float[Array, " n"]) -> Float[Array, " n"]:
         """Elementwise log p(y_i | f_i)."""
 
+    def log_prob_derivatives(self, y: Float[Array, "..."], f: Float[Array, "..."]) -> tuple[Float[Array, "..."], ...]:
+        """The first four derivatives of :meth:`log_prob` in f, elementwise (y and f of one shape): what the
+        Gaussian averages of Gaussian KL's Newton steps take at the quadrature nodes
+        (``_gaussian_average.averaged_derivatives``).  By default automatic differentiation of ``log_prob``;
+        a likelihood with closed forms overrides it (``Logistic``)."""
+        derivative, out = self.log_prob, []
+        for _ in range(4):
+            derivative = jax.grad(derivative, argnums=1)
+            out.append(jax.vmap(derivative)(y.ravel(), f.ravel()).reshape(f.shape))
+        return tuple(out)
+
     @abc.abstractmethod
     def predictive_probability(self, mean: Float[Array, " m"], var: Float[Array, " m"]) -> Float[Array, " m"]:
         """p(y=+1) = int p(y=+1|f) N(f|mean, var) df  (GPML eq. 3.25)."""

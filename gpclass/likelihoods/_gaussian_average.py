@@ -102,18 +102,15 @@ def averaged_derivatives(likelihood, y, mean, var):
     fourth derivatives of l (Bonnet and Price; no division by std); for std >= 1 the derivatives through
     f = m + std z of the rule's sum (they divide by std^3, harmless there, and average l' and l'' only: for a
     large std the higher derivatives of a log-likelihood with label noise alternate in sign over the Gaussian's
-    width, and their averages cancel to 1e-3 relative where these keep 1e-6).  The derivatives of l come from
-    automatic differentiation of the likelihood's scalar ``log_prob``.
+    width, and their averages cancel to 1e-3 relative where these keep 1e-6).  The derivatives of l at the nodes
+    come from the likelihood's ``log_prob_derivatives`` (closed forms, or automatic differentiation of its scalar
+    ``log_prob``).
     """
     std = jnp.sqrt(var)
 
     def average(z, c):
         f = mean[:, None, None] + std[:, None, None] * z
-        labels, nodes = jnp.broadcast_arrays(y[:, None, None], f)
-        derivative, at_nodes = likelihood.log_prob, []
-        for _ in range(4):
-            derivative = jax.grad(derivative, argnums=1)
-            at_nodes.append(jax.vmap(derivative)(labels.ravel(), nodes.ravel()).reshape(f.shape))
+        at_nodes = likelihood.log_prob_derivatives(*jnp.broadcast_arrays(y[:, None, None], f))
         d1, d2, d3, d4 = (_sum(c * d) for d in at_nodes)
         s = jnp.maximum(std, 1.0)  # for the branch std >= 1 (the other is taken below 1)
         e2 = _sum(c * at_nodes[0] * z) / s  # E[l' z] / std = E[l'']
