@@ -403,3 +403,20 @@ def test_logistic_log_prob_derivatives_against_high_precision_differentiation():
             scale = 1e-13 * np.maximum(np.abs(want), np.exp(-np.abs(f)))
             np.testing.assert_array_less(np.abs(got[k - 1] - want), scale)
             np.testing.assert_array_less(np.abs(default[k - 1] - want), scale)
+
+
+def test_a_logistic_subclass_with_its_own_log_prob_gets_automatic_derivatives():
+    """A subclass of Logistic that changes ``log_prob`` (here log sigma(2 y f)) must not inherit the closed forms
+    of log sigma(y f): its ``log_prob_derivatives`` are automatic differentiation of its own ``log_prob``
+    (the chain rule: 2^k times the logistic's at 2 f)."""
+
+    class Steeper(gpc.likelihoods.Logistic):
+        def log_prob(self, y, f):
+            return super().log_prob(y, 2.0 * f)
+
+    f = np.linspace(-5.0, 5.0, 11)
+    y = np.where(f > 0, 1.0, -1.0)
+    got = jax.jit(Steeper().log_prob_derivatives)(y, f)
+    base = jax.jit(gpc.likelihoods.Logistic().log_prob_derivatives)(y, 2.0 * f)
+    for k, (g, b) in enumerate(zip(got, base), start=1):
+        np.testing.assert_allclose(g, 2.0**k * np.asarray(b), rtol=1e-12, atol=1e-15)

@@ -68,8 +68,11 @@ class Logistic(AbstractLikelihood):
             l^(1) = y q,   l^(2) = -p q,   l^(3) = -y p q (q - p),   l^(4) = -p q (1 - 6 p q);
 
         products of the two sigmoids, so nothing cancels in the tails.  The numbers of automatic differentiation
-        of ``log_prob`` (the default) in about two thirds of the time of the Gaussian averages' derivatives
-        (``_gaussian_average.averaged_derivatives``)."""
+        of ``log_prob`` (the default), the Gaussian averages' derivative pass in less than half its time
+        (``benchmarks/README.md``, ``quadrature_cost.py``).  A subclass with a ``log_prob`` of its own gets the
+        default."""
+        if type(self).log_prob is not Logistic.log_prob:
+            return super().log_prob_derivatives(y, f)
         z = y * f
         p, q = jax.nn.sigmoid(z), jax.nn.sigmoid(-z)
         pq = p * q
