@@ -1,6 +1,6 @@
 """SVGP against GPflow: the same data, model, optimiser and number of steps; time per step, compile, test error, ELBO.
 
-    python benchmarks/svgp_vs_gpflow.py            # n = 10^4, m = 100, b = 500 and n = 10^5, m = 300, b = 1000
+    python benchmarks/svgp_vs_gpflow.py            # (n, m, b) = (10^4, 100, 500), (10^5, 300, 1000), (10^5, 500, 256)
     python benchmarks/svgp_vs_gpflow.py --configs 10000,100,500 --steps 300
 
 GPflow is an optional dependency of this script only (``pip install gpflow tensorflow tensorflow-probability
@@ -97,7 +97,7 @@ def gpflow_run(X, y, X_test, y_test, m, batch, steps, warmup, seed):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", nargs="+", default=["10000,100,500", "100000,300,1000"],
+    parser.add_argument("--configs", nargs="+", default=["10000,100,500", "100000,300,1000", "100000,500,256"],
                         help="n,m,batch triples")
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=20)
