@@ -42,7 +42,10 @@ LEAF = 24  # the most rows of a diagonal block that LAPACK factorises (module do
 @jax.custom_vjp
 def inverse_factor(A: Float[Array, "m m"]) -> Float[Array, "m m"]:
     """V = L^-1 with L L^T = A, L lower triangular (only A's lower triangle is read); NaN if A is not positive
-    definite (a diagonal block's factorisation fails and the NaN spreads through the products)."""
+    definite (a diagonal block's factorisation fails and the NaN spreads through the products).
+
+    Its own reverse mode rather than ``cholesky_and_inverse(A)[1]``: that one would receive a zero cotangent for
+    L and spend an m x m product (L^T L_bar) on it."""
     return _recursive(A)[1]
 
 
@@ -125,11 +128,9 @@ def triangular_inverse(L: Float[Array, "m m"]) -> Float[Array, "m m"]:
     no derivative rule (SVGP's natural-gradient step)."""
     m = L.shape[0]
     if m <= LEAF:
-        return dense.solve_triangular(L, jnp.eye(m, dtype=L.dtype), lower=True)
+        return _leaf_inverse(L)
     k = _split(m)
-    inverse11, inverse22 = triangular_inverse(L[:k, :k]), triangular_inverse(L[k:, k:])
-    zeros = jnp.zeros((k, m - k), L.dtype)
-    return jnp.block([[inverse11, zeros], [-(inverse22 @ (L[k:, :k] @ inverse11)), inverse22]])
+    return _inverse_of_blocks(triangular_inverse(L[:k, :k]), L[k:, :k], triangular_inverse(L[k:, k:]))
 
 
 def _recursive(A):
@@ -137,15 +138,29 @@ def _recursive(A):
     m = A.shape[0]
     if m <= LEAF:
         L = dense.cholesky(A)
-        return L, dense.solve_triangular(L, jnp.eye(m, dtype=A.dtype), lower=True)
+        return L, _leaf_inverse(L)
     k = _split(m)
     L11, inverse11 = _recursive(A[:k, :k])
     L21 = A[k:, :k] @ inverse11.T
     L21 = L21 + (A[k:, :k] - L21 @ L11.T) @ inverse11.T  # one step of refinement (module docstring)
     L22, inverse22 = _recursive(A[k:, k:] - L21 @ L21.T)
-    inverse21 = -(inverse22 @ (L21 @ inverse11))
-    zeros = jnp.zeros((k, m - k), A.dtype)
-    return jnp.block([[L11, zeros], [L21, L22]]), jnp.block([[inverse11, zeros], [inverse21, inverse22]])
+    return _lower(L11, L21, L22), _inverse_of_blocks(inverse11, L21, inverse22)
+
+
+def _leaf_inverse(L):
+    """L^-1 of a leaf (at most LEAF rows) by LAPACK's triangular solve."""
+    return dense.solve_triangular(L, jnp.eye(L.shape[0], dtype=L.dtype), lower=True)
+
+
+def _inverse_of_blocks(inverse11, L21, inverse22):
+    """[[L11, 0], [L21, L22]]^-1 from the diagonal blocks' inverses: (L^-1)_21 = -L22^-1 L21 L11^-1."""
+    return _lower(inverse11, -(inverse22 @ (L21 @ inverse11)), inverse22)
+
+
+def _lower(top_left, bottom_left, bottom_right):
+    """The block lower triangular matrix [[top_left, 0], [bottom_left, bottom_right]]."""
+    zeros = jnp.zeros((top_left.shape[0], bottom_right.shape[1]), top_left.dtype)
+    return jnp.block([[top_left, zeros], [bottom_left, bottom_right]])
 
 
 def _split(m: int) -> int:
