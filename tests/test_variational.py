@@ -27,7 +27,9 @@ from scipy import integrate, special, stats
 
 import gpclass as gpc
 from gpclass._covariance import DenseCovariance
+from gpclass._inference._infer import prior_covariance
 from gpclass._inference.jaakkola_jordan import jj_lambda, lower_bound
+from gpclass._inference.laplace import sites_at_mode
 
 LOGISTIC, PROBIT = gpc.likelihoods.Logistic(), gpc.likelihoods.Probit()
 LOWER, UPPER = gpc.JaakkolaJordan(), gpc.JaakkolaJordanUpper()
@@ -248,6 +250,55 @@ def test_kl_optimum_satisfies_its_fixed_point_and_equals_the_jensen_bound(lik, i
     elbo = float(post.log_marginal)
     np.testing.assert_allclose(at_kl, elbo, rtol=1e-9)
     assert at_laplace < elbo and at_ep < elbo
+
+
+@fast_filter_jit
+def laplace_sites(log_variance, log_lengthscale, X, y):
+    kernel = se_kernel(log_variance, log_lengthscale)
+    return sites_at_mode(prior_covariance(kernel, LOGISTIC, X, y), LOGISTIC, y, 30)
+
+
+def test_laplace_sites_are_laplaces_posterior(ionosphere_small):
+    """KL's cold start (``laplace.sites_at_mode``): the prior times the sites (tau~, nu~) has mean f^ solving the
+    mode's equation f = K grad log p(y|f) (checked in numpy with the logistic's y sigma(-y f)) to about the
+    start's tolerance squared, and precision K^-1 + W(f^) (W = sigma (1 - sigma) in numpy), K built in numpy."""
+    X, y = ionosphere_small
+    tau, nu = np.asarray(laplace_sites(as_float64(np.log(3.0)), ard(X, np.log(4.0)), X, y))
+    K = np_se(X, 3.0, 4.0)
+    mean = np.linalg.solve(np.eye(len(y)) + K * tau[None, :], K @ nu)  # (K^-1 + T)^-1 nu
+    np.testing.assert_allclose(mean, K @ (y * special.expit(-y * mean)), rtol=0, atol=1e-6 * np.max(np.abs(mean)))
+    sigma = special.expit(mean)
+    np.testing.assert_allclose(tau, sigma * (1 - sigma), rtol=1e-6)
+
+
+@fast_filter_jit
+def kl_from(log_variance, log_lengthscale, X, y, Z, init):
+    """KL's ELBO and its gradient in (log variance, log length scales), its steps, from ``init`` (or cold);
+    a VFE prior on the inducing inputs Z unless Z is None."""
+
+    def log_marginal(log_v, log_l):
+        kernel = se_kernel(log_v, log_l)
+        prior = kernel if Z is None else gpc.Sparse(kernel, Z, approximation="vfe")
+        post = gpc.infer(gpc.KL(), prior, LOGISTIC, X, y, init=init)
+        return post.log_marginal, post.info.num_steps
+
+    return jax.value_and_grad(log_marginal, argnums=(0, 1), has_aux=True)(log_variance, log_lengthscale)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "vfe"])
+def test_kl_from_laplaces_sites_reaches_the_optimum_of_zero_sites(sparse, pima_small):
+    """The cold start changes the path, not the optimum: the ELBO and its gradient are those reached from sites of
+    1e-300 (the former cold start, zero sites, in all but name: all-zero sites are no warm start), to 1e-10, in
+    fewer steps (4 against 6 at sigma_f^2 = e^3, length scales e^2)."""
+    X, y = pima_small
+    Z = X[:12] if sparse else None
+    args = as_float64(3.0), ard(X, 2.0), X, y, Z
+    (cold, cold_steps), cold_grad = kl_from(*args, None)
+    (zero, zero_steps), zero_grad = kl_from(*args, (np.zeros(len(y)), np.full(len(y), 1e-300)))
+    np.testing.assert_allclose(float(cold), float(zero), rtol=1e-10)
+    for a, b in zip(cold_grad, zero_grad, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-7, atol=1e-9 * np.max(np.abs(b)))
+    assert int(cold_steps) < int(zero_steps)
 
 
 # --- gradients: envelope theorem against finite differences of the re-optimised bound ---------------

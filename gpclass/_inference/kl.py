@@ -28,7 +28,14 @@ the current marginals (m_i, s_i), target sites tau~_i = -2 dE_i/ds_i,
 nu~_i = dE_i/dm_i + tau~_i m_i, taken with a step beta in (0, 1] that is halved
 until the ELBO does not decrease.  A Newton candidate is taken only when it
 does not lower the ELBO, so the ELBO never decreases; near the optimum Newton
-converges quadratically.  The natural-gradient iteration alone converges
+converges quadratically.  Without a warm start the sites begin at Laplace's
+approximation (tau~ = W(f^), nu~ = W f^ + grad log p(y|f^) at a mode found to
+1e-3: ``laplace.sites_at_mode``, Newton steps without quadrature; an all-zero
+warm start, ``gpc.fit``'s first, counts as none): from zero
+sites (q = the prior) the first Newton candidates lowered the ELBO and the
+natural-gradient steps made slow progress (VFE-KL on twonorm, n = 20,000:
+11 steps, 5 of them with a rejected Newton candidate, against 4 Newton steps
+from Laplace's sites, the same ELBO).  The natural-gradient iteration alone converges
 linearly, and for stiff kernels so slowly that stopping it on a small change
 left gradients 2e-5 off (Ionosphere, sigma_f^2 = e^5).  For a log-concave
 likelihood E_q[-d^2 log p / df^2] >= 0, so tau~ >= 0 and B stays well
@@ -62,6 +69,7 @@ from ._kl_solver import AbstractKLSolver
 from ._linear_solve import LinearMap, identity_minus
 from ._posterior import SolverInfo, gaussian_posterior
 from .kl_classes import solve_classes
+from .laplace import sites_at_mode
 
 
 class KL(AbstractInference):
@@ -134,6 +142,9 @@ class KL(AbstractInference):
         n, dtype = op.shape[0], op.dtype
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
+        # Zero sites are no warm start (gpc.fit's first evaluation passes them): start from Laplace's sites.
+        tau0, nu0 = lax.cond(jnp.all(tau0 == 0.0) & jnp.all(nu0 == 0.0),
+                             lambda: sites_at_mode(op, likelihood, y, self.max_halvings), lambda: (tau0, nu0))
         end = run(KLSolver(self, *lax.stop_gradient((op, likelihood, y, tau0, nu0))))
         tau, nu = lax.stop_gradient((end.state.tau, end.state.nu))
         factor = op.factor_given(tau, end.state.factor)
