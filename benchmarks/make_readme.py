@@ -775,16 +775,21 @@ def kuss_rasmussen_multiclass(run: Run) -> list[str]:
 
 def quadrature_cost(run: Run) -> list[str]:
     parts = {part: [r for r in run.results if r["part"] == part] for part in ("rule", "svgp", "vfe_kl")}
+    if not parts["rule"]:  # --vfe-only
+        return records(parts["vfe_kl"], VFE_KL_COLUMNS)
     return records(parts["rule"], [
         ("likelihood", "likelihood", str), ("rule", "rule", str), ("n", "n", number), ("value", "value_ms", millis),
         ("first and second derivatives", "derivatives_ms", millis),
         ("worst relative error", "max_rel_error", lambda x: f"{x:.1e}")]) + [""] + records(parts["svgp"], [
             ("SVGP with rule", "rule", str), ("n", "n", number), ("m", "m", number), ("batch", "batch", number),
             ("steps", "steps", number), ("per step", "step_ms", millis),
-            ("marginal stds (quantiles)", "std_quantiles", number)]) + [""] + records(parts["vfe_kl"], [
-                ("value and gradient of", "run", str), ("n", "n", number), ("m", "m", number),
-                ("time", "seconds", duration), ("compile", "compile_s", duration), ("steps", "steps", number),
-                ("log q", "log_q", fixed(4)), ("over FITC-EP's time", "over_fitc_ep", times)])
+            ("marginal stds (quantiles)", "std_quantiles", number)]) + [""] + records(parts["vfe_kl"], VFE_KL_COLUMNS)
+
+
+VFE_KL_COLUMNS = [
+    ("value and gradient of", "run", str), ("n", "n", number), ("m", "m", number), ("time", "seconds", duration),
+    ("compile", "compile_s", duration), ("steps", "steps", number), ("log q", "log_q", fixed(4)),
+    ("over FITC-EP's time", "over_fitc_ep", times)]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -972,8 +977,9 @@ def matern_ratios(run: Run) -> str:
     return f"{times(min(ratios))} to {times(max(ratios))} over {len(ratios)} data sets"
 
 
-def quadrature_vfe_kl(run: Run) -> str | None:
-    row = next((r for r in run.results if r.get("part") == "vfe_kl" and r.get("run") == "VFE-KL"), None)
+def quadrature_vfe_kl(run: Run, n: int) -> str | None:
+    row = next((r for r in run.results if r.get("part") == "vfe_kl" and r.get("run") == "VFE-KL" and r["n"] == n),
+               None)
     return f"{times(row['over_fitc_ep'])} (n = {row['n']}, m = {row['m']})" if row else None
 
 
@@ -1023,7 +1029,10 @@ HEADLINES = (
              lambda run: svgp_speedup(run, 100_000, 500)),
     Headline("First ML-II fit in a new process: gpclass / scikit-learn", "first_fit", r"first_fit_n\d+.*",
              first_fit_ratio),
-    Headline("VFE-KL / FITC-EP, one value and gradient", "quadrature_cost", ".*", quadrature_vfe_kl),
+    Headline("VFE-KL / FITC-EP, one value and gradient, n = 10^5", "quadrature_cost", ".*",
+             lambda run: quadrature_vfe_kl(run, 100_000)),
+    Headline("VFE-KL / FITC-EP, one value and gradient, n = 10^6", "quadrature_cost", ".*",
+             lambda run: quadrature_vfe_kl(run, 1_000_000)),
     Headline("SVGP on a memory-mapped training set", "svgp_memmap", r"svgp_memmap", memmap_step),
 )
 
