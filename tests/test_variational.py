@@ -273,8 +273,8 @@ def test_laplace_sites_are_laplaces_posterior(ionosphere_small):
 
 @fast_filter_jit
 def kl_from(log_variance, log_lengthscale, X, y, Z, init):
-    """KL's ELBO and its gradient in (log variance, log length scales), its steps, from ``init`` (or cold);
-    a VFE prior on the inducing inputs Z unless Z is None."""
+    """KL's ELBO and its gradient in (log variance, log length scales), its steps, from ``init`` (all-zero sites:
+    cold, as ``gpc.fit``'s first evaluation passes them); a VFE prior on the inducing inputs Z unless Z is None."""
 
     def log_marginal(log_v, log_l):
         kernel = se_kernel(log_v, log_l)
@@ -293,7 +293,7 @@ def test_kl_from_laplaces_sites_reaches_the_optimum_of_zero_sites(sparse, pima_s
     X, y = pima_small
     Z = X[:12] if sparse else None
     args = as_float64(3.0), ard(X, 2.0), X, y, Z
-    (cold, cold_steps), cold_grad = kl_from(*args, None)
+    (cold, cold_steps), cold_grad = kl_from(*args, (np.zeros(len(y)), np.zeros(len(y))))  # all zero: cold
     (zero, zero_steps), zero_grad = kl_from(*args, (np.zeros(len(y)), np.full(len(y), 1e-300)))
     np.testing.assert_allclose(float(cold), float(zero), rtol=1e-10)
     for a, b in zip(cold_grad, zero_grad, strict=True):

@@ -45,7 +45,9 @@ T(tau~, nu~), its 2 n C x 2 n C system solved by GMRES (``krylov_steps`` product
 with each Sigma_c and one Hessian-vector product of (3)), or, where the prior is a matrix and 2 n C <=
 ``MAX_FORMED``, formed from 2 n C such products and solved by LU (exact steps); safeguarded by the
 natural-gradient (CVI, Khan & Lin 2017) step s + beta (T(s) - s), beta halved until the ELBO does not
-decrease.  Gradients: the envelope
+decrease.  Without a warm start (or from ``gpc.fit``'s all-zero one) the sites start at Laplace's mode
+(``laplace.sites_at_mode``): tau~_ic the diagonal of the softmax's block W_i there, s_i pi_ic (1 - pi_ic);
+vehicle, 846 cases, C = 4: 7 steps instead of 12, the same ELBO.  Gradients: the envelope
 theorem (the converged sites held fixed) for the ELBO, the implicit function theorem at the fixed point
 for the posterior (``implicit_fixed_point``).
 """
@@ -66,6 +68,7 @@ from ._implicit import implicit_fixed_point
 from ._kl_solver import AbstractKLSolver
 from ._linear_solve import LinearMap
 from ._posterior import SolverInfo, per_class_gaussian_posterior
+from .laplace import sites_at_mode
 
 # The largest 2 n C for which Newton's system is formed (2 n C products) and solved by LU where the prior is a
 # matrix: exact steps on small problems; GMRES's ``krylov_steps`` products above it.
@@ -89,6 +92,10 @@ def solve_classes(method, op, likelihood, Y, init=None, key=None):
     if tau0.shape != zeros.shape or nu0.shape != zeros.shape:
         raise GPClassError(f"gpc.KL() with {type(likelihood).__name__}: init must be the sites (tau~, nu~) of shape "
                            f"(C, n) = {zeros.shape} each (posterior.warm_start).")
+    # Zero sites are no warm start (gpc.fit's first evaluation passes them): start from Laplace's sites (kl.py).
+    tau0, nu0 = lax.cond(jnp.all(tau0 == 0.0) & jnp.all(nu0 == 0.0),
+                         lambda: tuple(s.T for s in sites_at_mode(op, likelihood, Y, method.max_halvings)),
+                         lambda: (tau0, nu0))
     data = (Y, z)
     end = run(ClassKLSolver(method, *lax.stop_gradient((op, likelihood, data, tau0, nu0))))
     tau, nu = lax.stop_gradient((end.state.tau, end.state.nu))

@@ -176,11 +176,14 @@ _START_MAX_STEPS = 50
 
 def sites_at_mode(op, likelihood, y, max_halvings: int):
     """Laplace's approximation as Gaussian sites: tau~ = W(f^), nu~ = W f^ + grad log p(y|f^), at a mode found to
-    ``tol`` = 1e-3; zeros where that point is not finite.  No derivative (a starting point).
+    ``tol`` = 1e-3, shaped as the latents ((n,), or (n, C) for the softmax); zeros where that point is not
+    finite.  No derivative (a starting point).
 
     With these sites the prior times the sites is Laplace's q: precision K^-1 + W (GPML eq. 3.27), and mean
-    (K^-1 + W)^-1 (W f^ + grad) = f^, because K^-1 f^ = grad log p(y|f^) at the mode (GPML eq. 3.17).  Newton's
-    steps here cost one factorisation of B each, no quadrature: Gaussian KL starts from them (``kl.py``).
+    (K^-1 + W)^-1 (W f^ + grad) = f^, because K^-1 f^ = grad log p(y|f^) at the mode (GPML eq. 3.17).  For the
+    softmax, whose W has blocks coupling the classes, tau~ is the blocks' diagonal
+    (``likelihood.curvature_diagonal``): q per class as Gaussian KL's classes are.  Newton's steps here cost one
+    factorisation of B each, no quadrature: Gaussian KL starts from them (``kl.py``, ``kl_classes.py``).
     """
     op, likelihood, y = lax.stop_gradient((op, likelihood, y))
     f = run(Newton(
@@ -192,8 +195,8 @@ def sites_at_mode(op, likelihood, y, max_halvings: int):
         max_steps=_START_MAX_STEPS,
         max_halvings=max_halvings,
     ))[0]
-    _, grad, W = likelihood.derivatives(y, f)
-    tau, nu = W, W * f + grad
+    tau = likelihood.curvature_diagonal(y, f)
+    nu = tau * f + likelihood.derivatives(y, f)[1]
     usable = jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
     return jnp.where(usable, tau, 0.0), jnp.where(usable, nu, 0.0)
 

@@ -201,6 +201,12 @@ class AbstractLikelihood(eqx.Module):
         """A per-case bound on the magnitudes whose rounding enters ``log_prob(y, f)``: |log p| by default."""
         return jnp.abs(log_prob)
 
+    def curvature_diagonal(self, y, f):
+        """The diagonal of W = -d^2 log p(y|f) / df^2 at f, shaped as f: ``derivatives``' W for one latent value
+        per case (the softmax overrides it: the diagonal of its blocks).  Gaussian KL's start (Laplace's sites,
+        ``laplace.sites_at_mode``) takes its site precisions from it."""
+        return self.derivatives(y, f)[2]
+
     def derivatives(
         self, y: Float[Array, " n"], f: Float[Array, " n"]
     ) -> tuple[Float[Array, " n"], Float[Array, " n"], Float[Array, " n"]]:

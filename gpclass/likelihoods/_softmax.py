@@ -81,6 +81,11 @@ class Softmax(AbstractLikelihood):
         pi = s * jax.nn.softmax(F, axis=-1)
         return self.log_prob(Y, F), Y - pi, pi
 
+    def curvature_diagonal(self, Y: Float[Array, "n C"], F: Float[Array, "n C"]) -> Float[Array, "n C"]:
+        """The diagonal of each case's block W_i = s_i (diag(pi_i) - pi_i pi_i^T): s_i pi_ic (1 - pi_ic)."""
+        pi = jax.nn.softmax(F, axis=-1)
+        return jnp.sum(Y, axis=-1, keepdims=True) * pi * (1.0 - pi)
+
     def factor(self, op, pi: Float[Array, "n C"]):
         """The prior's factorisation of I + W K for the block-diagonal W at pi (``op.class_factor``)."""
         return op.class_factor(pi)
