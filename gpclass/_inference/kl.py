@@ -31,13 +31,13 @@ does not lower the ELBO, so the ELBO never decreases; near the optimum Newton
 converges quadratically.  Without a warm start the sites begin at Laplace's
 approximation (tau~ = W(f^), nu~ = W f^ + grad log p(y|f^) at a mode found to
 1e-3: ``laplace.sites_at_mode``, Newton steps without quadrature; an all-zero
-warm start, ``gpc.fit``'s first, counts as none): from zero
-sites (q = the prior) the first Newton candidates lowered the ELBO and the
-natural-gradient steps made slow progress (VFE-KL on twonorm, n = 20,000:
-11 steps, 5 of them with a rejected Newton candidate, against 4 Newton steps
-from Laplace's sites, the same ELBO).  The natural-gradient iteration alone converges
-linearly, and for stiff kernels so slowly that stopping it on a small change
-left gradients 2e-5 off (Ionosphere, sigma_f^2 = e^5).  For a log-concave
+warm start, ``gpc.fit``'s first, counts as none).  From zero sites (q = the
+prior) the first Newton candidates lowered the ELBO and the natural-gradient
+steps made slow progress (VFE-KL on twonorm, n = 20,000: 11 steps, 5 of them
+with a rejected Newton candidate, against 4 Newton steps from Laplace's sites,
+the same ELBO).  The natural-gradient iteration alone converges linearly, and
+for stiff kernels so slowly that stopping it on a small change left gradients
+2e-5 off (Ionosphere, sigma_f^2 = e^5).  For a log-concave
 likelihood E_q[-d^2 log p / df^2] >= 0, so tau~ >= 0 and B stays well
 conditioned.
 
