@@ -93,6 +93,9 @@ class KL(AbstractInference):
         seed: multi-class likelihoods: the rule's points are drawn from ``jax.random.key(seed)`` unless
             ``gpc.infer(..., key=)`` gives a key (no hidden randomness: the same points at every call).
 
+    Without a warm start (``gpc.infer(..., init=)``, or an all-zero one) the sites start at Laplace's
+    approximation (a few Newton steps without quadrature), from which Newton's steps are taken at once.
+
     Works with any log-concave likelihood that has ``expected_log_prob``
     (logistic, probit); the expectations use its quadrature.  With ``Softmax(C)``
     q(F) = prod_c N(m_c, V_c) (independent classes, per-class sites; ``kl_classes``), any
