@@ -13,6 +13,12 @@ from ._linear_solve import Krylov, solve
 from ._search import first_acceptable
 
 
+def starting_sites(tau0, nu0, laplace_sites):
+    """The sites KL starts from: (tau0, nu0), unless both are all zero, which is no warm start (``gpc.fit``'s first
+    evaluation passes zeros): then ``laplace_sites()``, Laplace's approximation as sites (``kl.py``)."""
+    return jax.lax.cond(jnp.all(tau0 == 0.0) & jnp.all(nu0 == 0.0), laplace_sites, lambda: (tau0, nu0))
+
+
 class KLState(eqx.Module):
     """The sites, their factorisation and Sigma, the ELBO; the natural-gradient step; how the last step ended.
     (Multi-class: the sites (C, n) and the classes' factorisations, ``kl_classes``.)"""

@@ -65,7 +65,7 @@ from .._validation import require_setting
 from ._base import AbstractInference
 from ._expectations import expected_log_lik, expected_log_lik_derivatives
 from ._implicit import implicit_fixed_point
-from ._kl_solver import AbstractKLSolver
+from ._kl_solver import AbstractKLSolver, starting_sites
 from ._linear_solve import LinearMap, identity_minus
 from ._posterior import SolverInfo, gaussian_posterior
 from .kl_classes import solve_classes
@@ -145,9 +145,7 @@ class KL(AbstractInference):
         n, dtype = op.shape[0], op.dtype
         tau0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[0], dtype)
         nu0 = jnp.zeros(n, dtype) if init is None else jnp.asarray(init[1], dtype)
-        # Zero sites are no warm start (gpc.fit's first evaluation passes them): start from Laplace's sites.
-        tau0, nu0 = lax.cond(jnp.all(tau0 == 0.0) & jnp.all(nu0 == 0.0),
-                             lambda: sites_at_mode(op, likelihood, y, self.max_halvings), lambda: (tau0, nu0))
+        tau0, nu0 = starting_sites(tau0, nu0, lambda: sites_at_mode(op, likelihood, y, self.max_halvings))
         end = run(KLSolver(self, *lax.stop_gradient((op, likelihood, y, tau0, nu0))))
         tau, nu = lax.stop_gradient((end.state.tau, end.state.nu))
         factor = op.factor_given(tau, end.state.factor)

@@ -65,7 +65,7 @@ from .._iterate import run
 from .._status import Status
 from .._types import Array, Float
 from ._implicit import implicit_fixed_point
-from ._kl_solver import AbstractKLSolver
+from ._kl_solver import AbstractKLSolver, starting_sites
 from ._linear_solve import LinearMap
 from ._posterior import SolverInfo, per_class_gaussian_posterior
 from .laplace import sites_at_mode
@@ -92,10 +92,8 @@ def solve_classes(method, op, likelihood, Y, init=None, key=None):
     if tau0.shape != zeros.shape or nu0.shape != zeros.shape:
         raise GPClassError(f"gpc.KL() with {type(likelihood).__name__}: init must be the sites (tau~, nu~) of shape "
                            f"(C, n) = {zeros.shape} each (posterior.warm_start).")
-    # Zero sites are no warm start (gpc.fit's first evaluation passes them): start from Laplace's sites (kl.py).
-    tau0, nu0 = lax.cond(jnp.all(tau0 == 0.0) & jnp.all(nu0 == 0.0),
-                         lambda: tuple(s.T for s in sites_at_mode(op, likelihood, Y, method.max_halvings)),
-                         lambda: (tau0, nu0))
+    tau0, nu0 = starting_sites(  # Laplace's sites are (n, C): transposed to the solver's (C, n)
+        tau0, nu0, lambda: tuple(s.T for s in sites_at_mode(op, likelihood, Y, method.max_halvings)))
     data = (Y, z)
     end = run(ClassKLSolver(method, *lax.stop_gradient((op, likelihood, data, tau0, nu0))))
     tau, nu = lax.stop_gradient((end.state.tau, end.state.nu))

@@ -153,16 +153,8 @@ def _float32_start(method: Laplace, op, likelihood, y, a0):
     """
     single = lambda x: x.astype(jnp.float32) if eqx.is_inexact_array(x) else x  # noqa: E731
     op32, likelihood32, y32, a32 = jax.tree.map(single, lax.stop_gradient((op, likelihood, y, a0)))
-    _, a32, steps, _, _ = run(Newton(
-        lambda a: _psi(op32, likelihood32, y32, a),
-        lambda a, f: _direction(op32, likelihood32, y32, a, f),
-        lambda f: _residual(op32, likelihood32, y32, f),
-        a32,
-        tol=None,
-        max_steps=method.max_steps,
-        max_halvings=method.max_halvings,
-        until_unresolved=True,
-    ))
+    _, a32, steps, _, _ = _newton(op32, likelihood32, y32, a32, tol=None, max_steps=method.max_steps,
+                                  max_halvings=method.max_halvings, until_unresolved=True)
     op, likelihood = lax.stop_gradient((op, likelihood))
     start = a32.astype(op.dtype)
     higher = _psi(op, likelihood, y, start)[0] > _psi(op, likelihood, y, a0)[0]  # False where either is NaN
@@ -186,15 +178,8 @@ def sites_at_mode(op, likelihood, y, max_halvings: int):
     factorisation of B each, no quadrature: Gaussian KL starts from them (``kl.py``, ``kl_classes.py``).
     """
     op, likelihood, y = lax.stop_gradient((op, likelihood, y))
-    f = run(Newton(
-        lambda a: _psi(op, likelihood, y, a),
-        lambda a, f: _direction(op, likelihood, y, a, f),
-        lambda f: _residual(op, likelihood, y, f),
-        jnp.zeros(y.shape, op.dtype),
-        tol=_START_TOL,
-        max_steps=_START_MAX_STEPS,
-        max_halvings=max_halvings,
-    ))[0]
+    f = _newton(op, likelihood, y, jnp.zeros(y.shape, op.dtype), tol=_START_TOL, max_steps=_START_MAX_STEPS,
+                max_halvings=max_halvings)[0]
     tau = likelihood.curvature_diagonal(y, f)
     nu = tau * f + likelihood.derivatives(y, f)[1]
     usable = jnp.all(jnp.isfinite(tau)) & jnp.all(jnp.isfinite(nu))
@@ -207,6 +192,17 @@ def _check_log_concave(likelihood):
             f"Laplace's method needs a log-concave likelihood (W >= 0 for the stable factorisation of "
             f"B = I + W^1/2 K W^1/2); {type(likelihood).__name__} is not. Use gpc.EP() instead."
         )
+
+
+def _newton(op, likelihood, y, a0, **settings):
+    """Newton's method on Psi from a0 (``_newton.Newton`` with ``settings``): (f^, a^, steps, status, change)."""
+    return run(Newton(
+        lambda a: _psi(op, likelihood, y, a),
+        lambda a, f: _direction(op, likelihood, y, a, f),
+        lambda f: _residual(op, likelihood, y, f),
+        a0,
+        **settings,
+    ))
 
 
 def _psi(op, likelihood, y, a):
@@ -247,16 +243,8 @@ def _mode(method: Laplace, op, likelihood, y, a0):
     Also returns the factorisation of B at f^ (no derivative): the adjoint solve and the log marginal
     likelihood share it.
     """
-    f, a, steps, status, change = run(Newton(
-        lambda a: _psi(op, likelihood, y, a),
-        lambda a, f: _direction(op, likelihood, y, a, f),
-        lambda f: _residual(op, likelihood, y, f),
-        a0,
-        tol=method.tol,
-        residual_tol=method.residual_tol,
-        max_steps=method.max_steps,
-        max_halvings=method.max_halvings,
-    ))
+    f, a, steps, status, change = _newton(op, likelihood, y, a0, tol=method.tol, residual_tol=method.residual_tol,
+                                          max_steps=method.max_steps, max_halvings=method.max_halvings)
     factor = likelihood.factor(op, likelihood.derivatives(y, f)[2])
     return f, steps, status, a, change, factor
 
