@@ -88,6 +88,8 @@ def workloads(gpc, X, y) -> dict:
     return {
         "SVGP 100 steps m=100 b=500": svgp(100, 500),
         "SVGP 100 steps m=300 b=1000": svgp(300, 1000),
+        "SVGP 100 steps m=500 b=256": svgp(500, 256),
+        "SVGP 20 steps m=1000 b=256": svgp(1000, 256, steps=20),
         "Laplace n=300": value_and_grad(gpc.Laplace(), logistic, X[:300], y[:300]),
         "Laplace n=1000": value_and_grad(gpc.Laplace(), logistic, X[:1000], y[:1000]),
         "EP n=600": value_and_grad(gpc.EP(), probit, X[:600], y[:600]),  # the default: parallel for the probit
@@ -161,7 +163,9 @@ def main():
                          after_compile=a["compile"], ratio=a["run"] / b["run"], log_q_relative_difference=difference))
         print(f"  {name:28s} {b['run'] * 1e3:8.1f} ms {a['run'] * 1e3:8.1f} ms {a['run'] / b['run']:13.3f} "
               f"{difference:11.1e}")
-    write_results(args.name, info, dict(before=args.before, rows=rows))
+    before_commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.before], check=True,
+                                   capture_output=True, text=True).stdout.strip()
+    write_results(args.name, info, dict(before=before_commit, rows=rows))
 
 
 if __name__ == "__main__":

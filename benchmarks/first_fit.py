@@ -17,6 +17,13 @@ and with a warm cache (the directory a previous process filled: loads).
 The data are the first n cases of Ionosphere after a fixed permutation,
 standardised.  Runs of the configurations are interleaved.
 
+With ``--floor`` two minimal programs written for this one model join the runs, to show what any JAX
+implementation of the fit pays in a new process (the floor under gpclass's first fit): "floor: one program",
+Laplace's Newton iterations (GPML's algorithm 3.1) and optax's L-BFGS with its zoom line search in one
+``jax.jit`` program, the way a JAX user would write the whole fit; and "floor: host loop", only the value and
+gradient compiled, driven by SciPy's L-BFGS-B on the host, the way scikit-learn drives its fit.  Both compile
+with gpclass's XLA options and reach the same log q.
+
 With ``--before COMMIT`` it compares the first fit (no cache) of this tree with that commit's package
 (``git archive``, put first on ``PYTHONPATH``), both with one BLAS thread (``OPENBLAS_NUM_THREADS=1``: earlier
 versions limited their own calls), in alternating order.
@@ -53,6 +60,23 @@ if mode == "sklearn":
     model = GaussianProcessClassifier(ConstantKernel(1.0) * RBF(np.sqrt(X.shape[1])), random_state=0).fit(X, y)
     fit = time.perf_counter() - t0
     value = float(model.log_marginal_likelihood_value_)
+elif mode.startswith("floor"):
+    import jax, jax.numpy as jnp, optax, scipy.optimize
+    jax.config.update("jax_enable_x64", True)
+    X, t = jnp.asarray(X), jnp.asarray((y > 0).astype(float))
+    theta0 = jnp.array([0.0, np.log(np.sqrt(X.shape[1]))])
+    t0 = time.perf_counter()
+    options = gpc.compiler_options()
+    if mode == "floor-program":
+        value = -float(jax.jit(one_program_fit, compiler_options=options)(theta0, X, t))
+    else:
+        value_and_grad = jax.jit(lambda theta: jax.value_and_grad(negative_log_q)(theta, X, t),
+                                 compiler_options=options)
+        def fun(theta):
+            v, g = value_and_grad(jnp.asarray(theta))
+            return float(v), np.asarray(g)
+        value = -float(scipy.optimize.minimize(fun, np.asarray(theta0), jac=True, method="L-BFGS-B").fun)
+    fit = time.perf_counter() - t0
 else:
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -64,10 +88,60 @@ else:
 print(json.dumps(dict(fit=fit, process=time.perf_counter() - start, value=value, package=gpc.__file__)))
 """
 
+# The floor's model (defined ahead of CHILD in every child process), written for it alone: SE kernel, logistic
+# likelihood, targets t in {0, 1}; log q by GPML's eq. 3.32 at the mode found by Newton's iterations (algorithm
+# 3.1, B = I + W^1/2 K W^1/2), its gradient through one more Newton step from the (stopped) mode, which has the
+# mode's derivative (Newton's map is flat there), and B's factor at that step's f.
+FLOOR = r"""
+def gram(theta, X):
+    Xs = X / jnp.exp(theta[1])
+    sq = jnp.sum(Xs ** 2, 1)
+    return jnp.exp(2 * theta[0]) * jnp.exp(-0.5 * jnp.maximum(sq[:, None] + sq[None, :] - 2 * Xs @ Xs.T, 0.0))
+
+def newton_step(f, K, t):
+    pi = jax.nn.sigmoid(f)
+    W = pi * (1 - pi)
+    sW = jnp.sqrt(W)
+    L = jnp.linalg.cholesky(jnp.eye(len(t)) + sW[:, None] * K * sW[None, :])
+    b = W * f + t - pi
+    a = b - sW * jax.scipy.linalg.cho_solve((L, True), sW * (K @ b))
+    return K @ a, a, L
+
+def newton_mode(K, t):
+    def body(c):
+        f, it, _ = c
+        f_new = newton_step(f, K, t)[0]
+        return f_new, it + 1, jnp.max(jnp.abs(f_new - f))
+    f0 = jnp.zeros_like(t)
+    return jax.lax.stop_gradient(jax.lax.while_loop(lambda c: (c[2] > 1e-10) & (c[1] < 50), body,
+                                                    (f0, 0, jnp.inf))[0])
+
+def negative_log_q(theta, X, t):
+    K = gram(theta, X)
+    f, a, _ = newton_step(newton_mode(K, t), K, t)
+    L = newton_step(f, K, t)[2]  # B's factor at f, which carries the mode's derivative
+    return 0.5 * a @ f - jnp.sum(t * f - jnp.logaddexp(0.0, f)) + jnp.sum(jnp.log(jnp.diag(L)))
+
+def one_program_fit(theta0, X, t):
+    optimizer = optax.lbfgs()
+    fn = lambda theta: negative_log_q(theta, X, t)
+    value_and_grad = optax.value_and_grad_from_state(fn)
+    def body(c):
+        theta, state = c
+        v, g = value_and_grad(theta, state=state)
+        updates, state = optimizer.update(g, state, theta, value=v, grad=g, value_fn=fn)
+        return optax.apply_updates(theta, updates), state
+    def running(c):
+        count, g = optax.tree.get(c[1], "count"), optax.tree.get(c[1], "grad")
+        return (count == 0) | ((count < 100) & (jnp.max(jnp.abs(g)) > 1e-5))
+    theta, state = jax.lax.while_loop(running, body, (theta0, optimizer.init(theta0)))
+    return optax.tree.get(state, "value")
+"""
+
 
 def run_child(mode, n, cache="", env=None, cwd=None):
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, str(n), cache], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", FLOOR + CHILD, mode, str(n), cache], capture_output=True, text=True,
                          check=True, env=env, cwd=cwd).stdout
     record = json.loads(out.strip().splitlines()[-1])
     record["process"] = time.perf_counter() - start  # interpreter start included
@@ -78,6 +152,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=138)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--floor", action="store_true", help="also time the two minimal programs (docstring)")
     parser.add_argument("--before", default=None, help="compare this tree's first fit with this commit's")
     parser.add_argument("--out", default=None, help="results name (default: first_fit_n<n>, first_fit_before_<commit>)")
     args = parser.parse_args()
@@ -85,12 +160,17 @@ def main():
         return compare(args)
     info = machine_header("First ML-II fit in a new process (Laplace, logistic) against scikit-learn's", args)
     runs = {mode: [] for mode in ("gpclass", "gpclass, empty cache", "gpclass, warm cache", "sklearn")}
+    if args.floor:
+        runs.update({"floor: one program": [], "floor: host loop": []})
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory() as cache:
             runs["gpclass"].append(run_child("gpclass", args.n))
             runs["gpclass, empty cache"].append(run_child("gpclass", args.n, cache))
             runs["gpclass, warm cache"].append(run_child("gpclass", args.n, cache))
         runs["sklearn"].append(run_child("sklearn", args.n))
+        if args.floor:
+            runs["floor: one program"].append(run_child("floor-program", args.n))
+            runs["floor: host loop"].append(run_child("floor-host", args.n))
     results = {}
     print(f"  {'':22s} {'first fit':>10s} {'process':>10s} {'x sklearn fit':>14s}   log marginal likelihood")
     sk_fit = float(np.median([r["fit"] for r in runs["sklearn"]]))

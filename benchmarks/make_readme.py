@@ -400,6 +400,9 @@ def svgp_scaling_m(run: Run) -> list[str]:
     return records(run.results, [("m", "m", number), ("batch", "batch", number), ("per step", "step_ms", millis)])
 
 
+SVGP_RUNS = r"svgp_vs_gpflow(_m500)?(_s\d+[a-z]?)?"  # this version's runs: all three sizes, or m = 500 alone
+
+
 def svgp_vs_gpflow(run: Run) -> list[str]:
     return records(run.results, [
         ("n", "n", number), ("m", "m", number), ("batch", "batch", number), ("steps", "steps", number),
@@ -838,14 +841,16 @@ SECTIONS = (
     Section("svgp_vs_gpflow", (
         "Each library called as its users call it, in one process; GPflow is an optional dependency of this script "
         "only."), (
-        Group(r"svgp_vs_gpflow(_s\d+[a-z]?)?", "This version", svgp_vs_gpflow, svgp_vs_gpflow_brief),
+        Group(SVGP_RUNS, "This version", svgp_vs_gpflow, svgp_vs_gpflow_brief),
         Group(r"svgp_vs_gpflow_before_.*", "An earlier commit", svgp_vs_gpflow, svgp_vs_gpflow_brief),
         Group(r"svgp_vs_gpflow_quadrature", "With the cheaper quadrature of `quadrature_cost.py`", svgp_vs_gpflow,
               svgp_vs_gpflow_brief))),
     Section("first_fit", (
         "Each measurement is a new Python process: gpclass without the persistent compilation cache, with an empty "
-        "one and with a warm one, against scikit-learn. With `--before`, this tree's first fit against an earlier "
-        "commit's."), (
+        "one and with a warm one, against scikit-learn. With `--floor`, two minimal programs written for this one "
+        "model: the whole fit (Newton's iterations and optax's L-BFGS) in one `jax.jit` program, and only its value "
+        "and gradient compiled, driven by SciPy's L-BFGS-B on the host: what any JAX implementation pays in a new "
+        "process. With `--before`, this tree's first fit against an earlier commit's."), (
         Group(r"first_fit_n\d+.*", "Against scikit-learn", first_fit, first_fit_brief),
         Group(r"first_fit_before_.*", "Against earlier commits", first_fit, first_fit_brief))),
     Section("many_fits", (
@@ -1021,11 +1026,11 @@ HEADLINES = (
              lambda run: gpml_ep_ratio(run, "1000")),
     Headline("FITC-EP: GPML's `apxSparse` / gpclass", "gpml_sparse", ".*",
              lambda run: sparse_gpml_ratio(run, "EP FITC")),
-    Headline("SVGP step, n = 10^4, m = 100: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
+    Headline("SVGP step, n = 10^4, m = 100: GPflow / gpclass", "svgp_vs_gpflow", SVGP_RUNS,
              lambda run: svgp_speedup(run, 10_000, 100)),
-    Headline("SVGP step, n = 10^5, m = 300: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
+    Headline("SVGP step, n = 10^5, m = 300: GPflow / gpclass", "svgp_vs_gpflow", SVGP_RUNS,
              lambda run: svgp_speedup(run, 100_000, 300)),
-    Headline("SVGP step, n = 10^5, m = 500: GPflow / gpclass", "svgp_vs_gpflow", r"svgp_vs_gpflow(_s\d+[a-z]?)?",
+    Headline("SVGP step, n = 10^5, m = 500: GPflow / gpclass", "svgp_vs_gpflow", SVGP_RUNS,
              lambda run: svgp_speedup(run, 100_000, 500)),
     Headline("First ML-II fit in a new process: gpclass / scikit-learn", "first_fit", r"first_fit_n\d+.*",
              first_fit_ratio),

@@ -147,8 +147,9 @@ class SVGP(AbstractPosterior):
 
     def _training_moments(self, X: Float[Array, "b d"]):
         """The marginals of q(f_x) as the ELBO takes them.  In float64 and for batches of b >= 2 m cases from P and
-        c (``_svgp_moments``: 4 m^2 b + about 19 m^3 flops per value and gradient, no solve on the batch), otherwise
-        from A (12 m^2 b + about 5 m^3, comparable below b = 2 m; in float32 by a triangular solve, backward stable)."""
+        c (``_svgp_moments``: 4 m^2 b + about 17 m^3 flops per value and gradient, no solve on the batch), otherwise
+        from A (12 m^2 b + about 3.5 m^3, comparable below b = 2 m; in float32 by a triangular solve, backward
+        stable)."""
         if self.inducing.dtype != jnp.float64:
             return self._marginals(self._projection(X), X)
         if X.shape[0] < 2 * self.inducing.shape[0]:

@@ -9,15 +9,15 @@ A minibatch of b cases then costs one product P K_zx (2 m^2 b flops) and its rev
 G the diagonal of the cotangent of var): 4 m^2 b, against 12 m^2 b for A (L^-1 K_zx, S^T A and their reverse
 modes).  P and c cost O(m^3) once per step, all of it matrix products with V = L^-1 (``_inverse_factor``, which
 calls LAPACK only on diagonal blocks of at most 24 rows: no multi-threaded OpenBLAS call beside XLA's products):
-S S^T and V^T (S S^T - I) V forward, V Q V^T, R S, (S S^T - I) R and V^T Phi V backward, about 19 m^3 flops with
-the factorisation (the C classes of the softmax share V).  Triangular solves with LAPACK would take about 12 m^3,
-but measured slower (``benchmarks/README.md``, ``before_after.py``, SVGP workloads: OpenBLAS's threads took the
-cores from the products around them).
+S S^T and V^T (S S^T - I) V forward, V Q V^T, R S, (S S^T - I) R and V^T Phi V backward (by blocks that skip its
+zero triangles), about 17 m^3 flops with the factorisation (the C classes of the softmax share V). Triangular
+solves with LAPACK would take about 12 m^3, but measured slower (``benchmarks/README.md``, ``before_after.py``,
+SVGP workloads: OpenBLAS's threads took the cores from the products around them).
 
 The price is rounding: k^T P k is formed from P, not from L^-1 k, so its error grows with the condition number of
 K_zz (about eps m / jitter relative to k(x, x): 7e-8 for m = 300, jitter 1e-6 in float64), where A's triangular
 solve is backward stable.  So this form is for float64; float32 keeps A, by LAPACK's triangular solve.  And its
-O(m^3) part (about 19 m^3 flops against A's 5 m^3) outweighs the saving on the batch for small batches: A is used
+O(m^3) part (about 17 m^3 flops against A's 3.5 m^3) outweighs the saving on the batch for small batches: A is used
 for b < 2 m (``SVGP._training_moments``).
 """
 

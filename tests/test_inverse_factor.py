@@ -161,3 +161,32 @@ def test_cholesky_and_triangular_inverse_values(m):
     S = np.tril(0.3 * rng.normal(size=(m, m)), -1) + np.diag(rng.uniform(0.5, 1.5, size=m))
     want = np.linalg.inv(S)
     np.testing.assert_allclose(jax.jit(triangular_inverse)(S), want, rtol=0, atol=1e-12 * np.max(np.abs(want)))
+
+
+@pytest.mark.parametrize("m", (2 * _inverse_factor.PRODUCT_BLOCK - 1, 2 * _inverse_factor.PRODUCT_BLOCK + 1, 600))
+def test_cholesky_cotangent_blocked_products(m):
+    """The reverse mode's products by blocks (the zero triangles skipped): sym(V^T Phi(M) V) equals NumPy's
+    whole products to 1e-13 relative, for a size that is one block, one that splits unevenly (128 + 129 rows) and
+    one of two levels (600 = 4 x 150); and the gradient of ``inverse_factor_solve`` at the uneven split equals
+    reverse mode through jaxlib's Cholesky factorisation and triangular solve (1e-10 relative)."""
+    rng = np.random.default_rng(m)
+    V = np.tril(rng.normal(size=(m, m)))
+    M = rng.normal(size=(m, m))
+    phi = np.tril(M) - 0.5 * np.diag(np.diag(M))
+    want = V.T @ phi @ V
+    want = 0.5 * (want + want.T)
+    got = jax.jit(_inverse_factor.cholesky_cotangent)(V, M)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.max(np.abs(want)))
+    if m == 2 * _inverse_factor.PRODUCT_BLOCK + 1:
+        A = se_gram(m, seed=m, jitter=1e-2)
+        B, weights = rng.normal(size=(m, 5)), rng.normal(size=(m, 5))
+
+        def loss(A, solve):
+            return jnp.sum(weights * jnp.sin(solve(A, B)))
+
+        def reference(A, B):
+            return jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(A), B, lower=True)
+
+        got = jax.jit(jax.grad(loss), static_argnums=1)(A, inverse_factor_solve)
+        expected = jax.jit(jax.grad(loss), static_argnums=1)(A, reference)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-10 * np.max(np.abs(expected)))
