@@ -155,6 +155,7 @@ def fit_em_ep(
                            "Use gpc.fit(gpc.EP(), ...) for it.")
     checks = Checks()
     X = check_inputs(X, checks=checks)
+    kernel.check_inputs(X)
     X, y = checks.attach((X, check_binary_labels(y, X.shape[0], X.dtype, checks)))
     tol = tolerance(tol, X.dtype, 1e-7, 1e-4)
     m_step_gtol = tolerance(m_step_gtol, X.dtype, 1e-6, 1e-2)

@@ -93,7 +93,7 @@ class Sparse(eqx.Module):
                        "key=...)).", at=("the first: Z[{index}] = {value}", self.inducing))
 
     def check_inputs(self, X) -> None:
-        """Static checks: Z's width is X's, and there are no more inducing inputs than cases."""
+        """Static checks: Z's width is X's, there are no more inducing inputs than cases, and the kernel's own."""
         m, d = self.inducing.shape
         if d != X.shape[1]:
             raise GPClassError(f"Sparse: the inducing inputs Z have {d} dimensions but X has {X.shape[1]}: give Z the "
@@ -101,6 +101,7 @@ class Sparse(eqx.Module):
         if m > X.shape[0]:
             raise GPClassError(f"Sparse: {m} inducing inputs for {X.shape[0]} cases; use at most as many as cases "
                                "(or the dense kernel).")
+        self.kernel.check_inputs(X)
 
     def covariance(self, X: Float[Array, "n d"]) -> "LowRankCovariance":
         """The operator K~ on the training inputs X (O(n m^2))."""

@@ -117,6 +117,7 @@ class SVGP(AbstractPosterior):
                 f"q_sqrt of shape (C, m, m) = ({C}, {m}, {m}); got {self.inducing.shape}, {self.q_mu.shape} and "
                 f"{self.q_sqrt.shape}."
             )
+        self.kernel.check_inputs(self.inducing)  # the inducing inputs have the columns of the data
         if self.estimator not in _ESTIMATORS:
             raise GPClassError(f"estimator must be one of {_ESTIMATORS}; got {self.estimator!r}.")
         require_setting("SVGP", "num_samples", self.num_samples, low=1, low_open=False, integer=True)

@@ -423,3 +423,41 @@ def test_under_a_plain_jax_jit_the_message_is_in_jaxs_error():
 def test_non_convergence_with_throw_is_a_gpclass_error():
     with pytest.raises(gpc.GPClassError, match=r"Laplace did not converge \(MAX_STEPS\)"):
         gpc.infer(gpc.Laplace(max_steps=1), gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X, Y)
+
+
+def _periodic_gram(X, variance, lengthscale, period):
+    """GPML eq. 4.31 with the Euclidean distance of all columns, in NumPy."""
+    r = np.sqrt(np.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1))
+    return variance * np.exp(-2.0 * np.sin(np.pi * r / period) ** 2 / lengthscale**2)
+
+
+PERIODIC_CALLS = {
+    "infer JJ": lambda k: gpc.infer(gpc.JaakkolaJordan(), k, LIK, X, Y),
+    "fit Laplace": lambda k: gpc.fit(gpc.Laplace(), k, LIK, X, Y),
+    "sum and product": lambda k: gpc.infer(gpc.EP(), gpc.kernels.Scale(k, 2.0) * gpc.kernels.SquaredExponential()
+                                           + gpc.kernels.White(0.1), gpc.likelihoods.Probit(), X, Y),
+    "sparse": lambda k: gpc.infer(gpc.KL(), gpc.Sparse(k, X[:10]), LIK, X, Y),
+    "svgp": lambda k: gpc.SVGP.at_prior(k, LIK, X[:10]),
+    "em-ep": lambda k: gpc.fit_em_ep(gpc.EP(), k + gpc.kernels.White(0.1),
+                                     gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), 0.01), X, Y),
+}
+
+
+@pytest.mark.parametrize("call", PERIODIC_CALLS)
+def test_periodic_kernel_on_several_columns_is_refused(call):
+    """The periodic kernel with the distance of several columns is not a covariance: on these inputs its Gram
+    matrix (built in NumPy) has an eigenvalue below -1 (-6.3, the largest 14.7).  Jaakkola-Jordan used to report
+    CONVERGED and a "bound" of -85.81 for it (its B = I + 2 L^1/2 K L^1/2 stayed positive definite); every entry
+    point now refuses it, naming the fix, also inside sums and products, sparse priors, SVGP and EM-EP."""
+    k = gpc.kernels.Periodic(1.5, 0.5, 3.0)
+    assert np.linalg.eigvalsh(_periodic_gram(X, 1.5, 0.5, 3.0)).min() < -1.0
+    with pytest.raises(gpc.GPClassError, match=r"Periodic: positive definite for one input column only, and these "
+                                               r"inputs have 3 .*OnDims"):
+        PERIODIC_CALLS[call](k)
+
+
+def test_periodic_kernel_on_one_column_is_the_numpy_gram():
+    """Through ``OnDims`` on one column it is accepted, and its Gram matrix is the NumPy one of that column."""
+    k = gpc.kernels.OnDims(gpc.kernels.Periodic(1.5, 0.5, 3.0), [1])
+    np.testing.assert_allclose(k.gram(jnp.asarray(X)), _periodic_gram(X[:, 1:2], 1.5, 0.5, 3.0), rtol=1e-12, atol=0)
+    assert np.isfinite(float(gpc.infer(gpc.JaakkolaJordan(), k, LIK, X, Y).log_marginal))

@@ -66,7 +66,8 @@ class AbstractKernel(eqx.Module):
         """
 
     def check_inputs(self, X) -> None:
-        """Static checks of the training inputs against this prior (a sparse prior's inducing inputs); none."""
+        """Static checks of the training inputs against this prior (their shape; a sparse prior's inducing
+        inputs); none here.  Combinations of kernels pass the inputs their parts see to each part."""
 
     def covariance(self, X: Float[Array, "n d"]) -> DenseCovariance:
         """The prior covariance of the training inputs as an operator: the Gram matrix k(X, X)."""
@@ -113,6 +114,10 @@ class Sum(AbstractKernel):
         self.k1.parameter_checks(checks)
         self.k2.parameter_checks(checks)
 
+    def check_inputs(self, X) -> None:
+        self.k1.check_inputs(X)
+        self.k2.check_inputs(X)
+
 
 class Product(AbstractKernel):
     """k(x, x') = k1(x, x') * k2(x, x'): what ``k1 * k2`` builds.
@@ -141,6 +146,10 @@ class Product(AbstractKernel):
     def parameter_checks(self, checks):
         self.k1.parameter_checks(checks)
         self.k2.parameter_checks(checks)
+
+    def check_inputs(self, X) -> None:
+        self.k1.check_inputs(X)
+        self.k2.check_inputs(X)
 
 
 class Scale(AbstractKernel):
@@ -172,6 +181,9 @@ class Scale(AbstractKernel):
     def parameter_checks(self, checks):
         check_variance(self, checks)
         self.kernel.parameter_checks(checks)
+
+    def check_inputs(self, X) -> None:
+        self.kernel.check_inputs(X)
 
 
 class Exponentiation(AbstractKernel):
@@ -215,6 +227,9 @@ class Exponentiation(AbstractKernel):
     def parameter_checks(self, checks):
         self.kernel.parameter_checks(checks)
 
+    def check_inputs(self, X) -> None:
+        self.kernel.check_inputs(X)
+
 
 class OnDims(AbstractKernel):
     """k(x, x') = base(x[dims], x'[dims]): a kernel that sees only some input columns.
@@ -250,6 +265,9 @@ class OnDims(AbstractKernel):
 
     def parameter_checks(self, checks):
         self.base.parameter_checks(checks)
+
+    def check_inputs(self, X) -> None:
+        self.base.check_inputs(X[:, self._index(X.shape[-1])])
 
     def _index(self, num_dims: int) -> np.ndarray:
         """The columns as a NumPy index array (static: it indexes NumPy and JAX inputs alike, also inside jit);

@@ -81,3 +81,6 @@ class PerClass(AbstractKernel):
         # The stacked kernel is one of its class's kernels with a class axis on every parameter; its checks
         # reduce over every entry, so they check all classes at once.
         self.kernels.parameter_checks(checks)
+
+    def check_inputs(self, X) -> None:
+        self.kernels.check_inputs(X)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._exceptions import GPClassError
 from .._types import Array, Float
 from .._validation import as_float
 from ._base import (
@@ -390,8 +391,9 @@ class Periodic(AbstractKernel):
 
     Positive definite for one input dimension only: MacKay's construction maps a scalar x to
     (cos(2 pi x / p), sin(2 pi x / p)); with the Euclidean distance of several dimensions the Gram matrix
-    can have negative eigenvalues (as scikit-learn's, scikit-learn issue 19343).  For a periodic function
-    of several inputs multiply one-column kernels,
+    can have negative eigenvalues (as scikit-learn's, scikit-learn issue 19343), so inputs of more than one
+    column are refused (``check_inputs``: by ``gpc.infer``, ``gpc.fit`` and the other entry points, inside
+    sums and products too).  For a periodic function of several inputs multiply one-column kernels,
     ``OnDims(Periodic(...), [0]) * OnDims(Periodic(...), [1])``, or use it on one column with ``OnDims``.
 
     Example::
@@ -425,6 +427,17 @@ class Periodic(AbstractKernel):
         check_variance(self, checks)
         check_lengthscale(self, checks)
         check_positive(self, "period", checks)
+
+    def check_inputs(self, X) -> None:
+        """Refuses inputs of more than one column, where the Gram matrix need not be positive semi-definite and
+        an approximation could report a confident answer for a model that is no Gaussian process."""
+        if X.shape[-1] != 1:
+            raise GPClassError(
+                f"Periodic: positive definite for one input column only, and these inputs have {X.shape[-1]} "
+                "(with the distance of several columns its Gram matrix can have negative eigenvalues, and no "
+                "approximation of such a model is meaningful); apply it to one column, "
+                "gpc.kernels.OnDims(gpc.kernels.Periodic(...), [j]), or multiply such kernels of single columns."
+            )
 
     def _check_shapes(self) -> None:
         for field in ("variance", "lengthscale", "period"):
