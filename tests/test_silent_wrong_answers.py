@@ -461,3 +461,16 @@ def test_periodic_kernel_on_one_column_is_the_numpy_gram():
     k = gpc.kernels.OnDims(gpc.kernels.Periodic(1.5, 0.5, 3.0), [1])
     np.testing.assert_allclose(k.gram(jnp.asarray(X)), _periodic_gram(X[:, 1:2], 1.5, 0.5, 3.0), rtol=1e-12, atol=0)
     assert np.isfinite(float(gpc.infer(gpc.JaakkolaJordan(), k, LIK, X, Y).log_marginal))
+
+
+@pytest.mark.parametrize("exponent", (-1, -0.5, -2.0))
+def test_a_negative_power_of_a_kernel_is_refused(exponent):
+    """k^-a (a > 0) is no covariance: for two distinct inputs |k(x, x')| < k(x, x) = k(x', x') (SE), so its 2 x 2
+    Gram matrix has a negative determinant (checked in NumPy).  gpc.infer used to run on it (SE^-2: EP FAILED,
+    Jaakkola-Jordan MAX_STEPS with a finite "bound"); the kernel is now refused when it is built."""
+    k01 = np.exp(-0.5 * np.sum((X[0] - X[1]) ** 2))
+    gram = np.array([[1.0, k01], [k01, 1.0]]) ** exponent
+    assert np.linalg.det(gram) < 0
+    with pytest.raises(gpc.GPClassError, match=r"Exponentiation: a negative exponent .* gives no covariance"):
+        gpc.kernels.Exponentiation(gpc.kernels.SquaredExponential(), exponent)
+    assert gpc.kernels.Exponentiation(gpc.kernels.SquaredExponential(), 0).exponent == 0.0

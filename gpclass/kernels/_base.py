@@ -189,8 +189,9 @@ class Scale(AbstractKernel):
 class Exponentiation(AbstractKernel):
     """k(x, x') = kernel(x, x') ** exponent  (scikit-learn's ``Exponentiation``).
 
-    ``exponent`` is a fixed number, not a hyperparameter (a static field: ``gpc.fit`` leaves it alone, and
-    a new exponent compiles a new program).  A positive integer exponent of a kernel keeps it positive
+    ``exponent`` is a fixed number >= 0, not a hyperparameter (a static field: ``gpc.fit`` leaves it alone,
+    and a new exponent compiles a new program; a negative one is refused: no power of a kernel below 0 is positive
+    definite).  A positive integer exponent of a kernel keeps it positive
     definite (a product of kernels); an integer exponent is computed by repeated multiplication, so
     negative values of the kernel (``Linear``) are fine; any other exponent needs a kernel with non-negative
     values (x ** 0.5 of a negative x is NaN) and is positive definite only for some kernels (SE ** a is the
@@ -209,6 +210,12 @@ class Exponentiation(AbstractKernel):
     def __check_init__(self):
         if not np.isfinite(self.exponent):
             raise GPClassError(f"Exponentiation: the exponent must be a finite number; got {self.exponent}.")
+        if self.exponent < 0:
+            # |k(x, x')| <= (k(x, x) k(x', x'))^1/2 makes |k(x, x')|^-a >= (k(x, x)^-a k(x', x')^-a)^1/2: every 2 x 2
+            # Gram matrix of two distinct inputs has a determinant <= 0, so no inference is meaningful.
+            raise GPClassError(f"Exponentiation: a negative exponent ({self.exponent:g}) gives no covariance (the "
+                               "power of a kernel's values then exceeds that of its variances, and Gram matrices are "
+                               "indefinite); use an exponent >= 0.")
 
     def _power(self, K):
         if self.exponent.is_integer():
