@@ -189,13 +189,12 @@ class Scale(AbstractKernel):
 class Exponentiation(AbstractKernel):
     """k(x, x') = kernel(x, x') ** exponent  (scikit-learn's ``Exponentiation``).
 
-    ``exponent`` is a fixed number >= 0, not a hyperparameter (a static field: ``gpc.fit`` leaves it alone,
-    and a new exponent compiles a new program; a negative one is refused: no power of a kernel below 0 is positive
-    definite).  A positive integer exponent of a kernel keeps it positive
-    definite (a product of kernels); an integer exponent is computed by repeated multiplication, so
-    negative values of the kernel (``Linear``) are fine; any other exponent needs a kernel with non-negative
-    values (x ** 0.5 of a negative x is NaN) and is positive definite only for some kernels (SE ** a is the
-    SE with length scale l / sqrt(a)).
+    ``exponent`` is a fixed number >= 0, not a hyperparameter (a static field: ``gpc.fit`` leaves it alone, and a
+    new exponent compiles a new program; a negative one is refused: no negative power of a kernel is positive
+    definite). A positive integer exponent of a kernel keeps it positive definite (a product of kernels); an integer
+    exponent is computed by repeated multiplication, so negative values of the kernel (``Linear``) are fine; any
+    other exponent needs a kernel with non-negative values (x ** 0.5 of a negative x is NaN) and is positive
+    definite only for some kernels (SE ** a is the SE with length scale l / sqrt(a)).
 
     Example::
 
