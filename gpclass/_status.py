@@ -8,7 +8,7 @@ returned object, so that no use of it escapes the check.
 
 What a code means depends on what ran: ``CONVERGED`` after ``gpc.fit`` is its
 gradient test, after ``gpc.infer(gpc.Laplace(), ...)`` the Newton iterations'
-test, after ``gpc.infer(gpc.MCMC(), ...)`` only that every sample is finite.
+test, after ``gpc.infer(gpc.MCMC(), ...)`` only that every sample and its log-likelihood is finite.
 :meth:`Status.describe` names the one that applies; :attr:`Status.message`
 says what holds for every kind.
 """
@@ -182,7 +182,8 @@ _SOLVER = {
         "moderate hyperparameters, or compute in float64 (jax_enable_x64)."
     ),
 }
-_SAMPLER_CRITERIA = {"MCMC": "every sample is finite", "AIS": "the log marginal likelihood estimate is finite"}
+_SAMPLER_CRITERIA = {"MCMC": "every sample and its log p(y|f) is finite",
+                     "AIS": "the log marginal likelihood estimate is finite"}
 _SAMPLER = {
     Status.CONVERGED: (
         "converged as a sampler can: {criterion}. {who} has no convergence test: judge its mixing from "
@@ -190,7 +191,9 @@ _SAMPLER = {
     ),
     Status.FAILED: (
         "failed: not every value is finite (the test: {criterion}). With HMC lower the step_size; standardise the "
-        "inputs and start from moderate hyperparameters."
+        "inputs and start from moderate hyperparameters. Chains start at f = 0: with a likelihood that is zero "
+        "there (Heaviside) they cannot move; start them inside its support (init=) or use "
+        "LabelNoise(Heaviside(), epsilon)."
     ),
 }
 _EM_EP = {

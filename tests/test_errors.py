@@ -141,7 +141,7 @@ def test_a_status_names_what_applies_to_what_ran():
     ep = gpc.Status.CONVERGED.describe("EP")
     assert "sweeps" in ep and "log Z_EP" in ep
     mcmc = gpc.Status.CONVERGED.describe("MCMC")
-    assert "every sample is finite" in mcmc
+    assert "every sample and its log p(y|f) is finite" in mcmc
     texts = {"fit": fit, "Laplace": laplace, "EP": ep, "MCMC": mcmc}
     foreign = {"fit": ("Newton", "sweep", "sample"), "Laplace": ("gtol", "sweep", "sample"),
                "EP": ("gtol", "Newton", "sample"), "MCMC": ("gtol", "Newton", "sweep")}

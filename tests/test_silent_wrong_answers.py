@@ -474,3 +474,26 @@ def test_a_negative_power_of_a_kernel_is_refused(exponent):
     with pytest.raises(gpc.GPClassError, match=r"Exponentiation: a negative exponent .* gives no covariance"):
         gpc.kernels.Exponentiation(gpc.kernels.SquaredExponential(), exponent)
     assert gpc.kernels.Exponentiation(gpc.kernels.SquaredExponential(), 0).exponent == 0.0
+
+
+def test_mcmc_chains_outside_the_likelihoods_support_fail():
+    """Elliptical slice chains start at f = 0, where the Heaviside likelihood is zero: they never moved, and MCMC
+    returned 400 samples f = 0 (every predictive probability 0.5) with status CONVERGED.  A kept sample of
+    log p(y|f) = -inf is now FAILED (and raises).  Started inside the support (f0 = y, whitened in NumPy with the
+    method's jitter), every sample is in it: y_i f_i > 0 for all i, the posterior's exact support."""
+    x = np.linspace(-1.0, 1.0, 6)[:, None]
+    y = np.array([1.0, -1.0, 1.0, 1.0, -1.0, -1.0])
+    kernel = gpc.kernels.SquaredExponential(1.0, 0.7) + gpc.kernels.White(0.1)
+    method = gpc.MCMC(num_samples=50, num_warmup=50, num_chains=2)
+    step = gpc.likelihoods.Heaviside()
+    with pytest.raises(gpc.GPClassError, match=r"MCMC did not converge \(FAILED\).*log p\(y\|f\).*init="):
+        gpc.infer(method, kernel, step, x, y, key=jax.random.key(0))
+    post = gpc.infer(method, kernel, step, x, y, key=jax.random.key(0), throw=False)
+    assert gpc.Status(int(post.info.status)) == gpc.Status.FAILED
+    sq = (x - x.T) ** 2
+    K = np.exp(-0.5 * sq / 0.7**2) + 0.1 * np.eye(6)
+    L = np.linalg.cholesky(K + method.jitter * np.mean(np.diag(K)) * np.eye(6))
+    g0 = np.tile(np.linalg.solve(L, y), (2, 1))
+    post = gpc.infer(method, kernel, step, x, y, key=jax.random.key(0), init=g0)
+    assert gpc.Status(int(post.info.status)) == gpc.Status.CONVERGED
+    assert np.all(np.asarray(post.samples) * y > 0)

@@ -70,8 +70,8 @@ class SamplerInfo(eqx.Module):
     elliptical slice sampling, which always moves).  ``evaluations_per_step``:
     the mean number of likelihood evaluations per elliptical-slice step (NaN
     for HMC, which makes ``num_leapfrog`` gradient evaluations per step).
-    ``status``: ``Status.CONVERGED`` when every sample (MCMC) or the estimate
-    (AIS) is finite, else ``Status.FAILED``.
+    ``status``: ``Status.CONVERGED`` when every sample and its log-likelihood (MCMC) or the
+    estimate (AIS) is finite, else ``Status.FAILED``.
 
     Example:
         >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]

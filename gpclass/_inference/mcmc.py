@@ -15,7 +15,7 @@ from jax import lax
 
 from .._exceptions import GPClassError
 from .._progress import as_progress, due, every_for, report
-from .._status import finite_status
+from .._status import Status, finite_status
 from .._validation import require_setting
 from ._base import AbstractInference
 from ._posterior import SamplerInfo, sample_posterior
@@ -127,14 +127,17 @@ class MCMC(AbstractInference):
 
             def keep(state, key_and_step):
                 state, info = lax.scan(advance, state, jax.random.split(key_and_step[0], self.thin))
-                return reported(state, key_and_step[1]), (state.position, info)
+                return reported(state, key_and_step[1]), (state.position, info, state.log_likelihood)
 
-            state, (positions, info) = lax.scan(keep, state, (jax.random.split(key_samples, self.num_samples),
-                                                              steps[self.num_warmup:]))
-            return positions, info, state.position
+            state, (positions, info, log_likelihoods) = lax.scan(
+                keep, state, (jax.random.split(key_samples, self.num_samples), steps[self.num_warmup:]))
+            return positions, info, log_likelihoods, state.position
 
-        positions, info, last = jax.vmap(chain)(jax.random.split(key, self.num_chains), start)
+        positions, info, log_likelihoods, last = jax.vmap(chain)(jax.random.split(key, self.num_chains), start)
         samples = colour(L, positions.reshape(-1, *latent))
+        # A kept sample where log p(y|f) is -inf has posterior density zero: a chain that never entered the
+        # likelihood's support (a step likelihood from f = 0) stays put and would pass for a posterior.
+        status = jnp.where(jnp.all(jnp.isfinite(log_likelihoods)), finite_status(samples), Status.FAILED)
         acceptance, evaluations = acceptance_summary(info)
         nan = jnp.asarray(jnp.nan, K.dtype)
         return sample_posterior(
@@ -144,7 +147,7 @@ class MCMC(AbstractInference):
             log_marginal=nan,
             log_marginal_se=nan,
             info=SamplerInfo(
-                acceptance_rate=acceptance, evaluations_per_step=evaluations, status=finite_status(samples)
+                acceptance_rate=acceptance, evaluations_per_step=evaluations, status=status.astype(jnp.int32)
             ),
             warm_start=lax.stop_gradient(last),
         )
