@@ -25,7 +25,7 @@ def trainable_spec(tree, trainable, who: str = "fit"):
     parameters, as in equinox, and skipping the number would leave it at its start without a word."""
     if trainable is None:
         _refuse_python_numbers(tree, None, who)
-        return jax.tree.map(eqx.is_inexact_array, tree)
+        return _without_data(tree, jax.tree.map(eqx.is_inexact_array, tree))
 
     def broadcast(flag, subtree):
         if not isinstance(flag, (bool, np.bool_)):
@@ -47,7 +47,15 @@ def trainable_spec(tree, trainable, who: str = "fit"):
             f"or a prefix of it; got {trainable!r} ({error})"
         ) from None
     _refuse_python_numbers(tree, wanted, who)
-    return jax.tree.map(lambda want, leaf: want and eqx.is_inexact_array(leaf), wanted, tree)
+    return _without_data(tree, jax.tree.map(lambda want, leaf: want and eqx.is_inexact_array(leaf), wanted, tree))
+
+
+def _without_data(tree, spec):
+    """``spec`` with False at the leaves a module declares ``data_fields`` (``Precomputed``'s Gram matrix): data
+    that no fit changes, not N^2 hyperparameters."""
+    declared, _ = _declared(tree, tree, "data_fields")
+    flags, treedef = jax.tree.flatten(spec)
+    return jax.tree.unflatten(treedef, [flag and data is None for flag, data in zip(flags, declared)])
 
 
 def _refuse_python_numbers(tree, wanted, who):

@@ -497,3 +497,28 @@ def test_mcmc_chains_outside_the_likelihoods_support_fail():
     post = gpc.infer(method, kernel, step, x, y, key=jax.random.key(0), init=g0)
     assert gpc.Status(int(post.info.status)) == gpc.Status.CONVERGED
     assert np.all(np.asarray(post.samples) * y > 0)
+
+
+def test_fit_holds_a_precomputed_gram_matrix_fixed():
+    """``gpc.fit`` used to fit every entry of Precomputed's N x N matrix as a log hyperparameter (after 5 steps
+    entries off by 0.29, the matrix no longer symmetric, smallest eigenvalue -0.44).  K is data: alone there is
+    nothing to fit (an error says so); under Scale the amplitude is fitted and K comes back bit for bit."""
+    K = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1)) + 1e-6 * np.eye(len(X))
+    items = np.arange(len(X), dtype=float)[:, None]
+    with pytest.raises(gpc.GPClassError, match="no floating-point parameters to fit"):
+        gpc.fit(gpc.Laplace(), gpc.kernels.Precomputed(K), LIK, items, Y)
+    result = gpc.fit(gpc.Laplace(), gpc.kernels.Scale(gpc.kernels.Precomputed(K), 1.0), LIK, items, Y)
+    assert bool(result.converged) and float(result.kernel.variance) != 1.0
+    np.testing.assert_array_equal(np.asarray(result.kernel.kernel.K), K)
+
+
+def test_a_non_symmetric_precomputed_matrix_is_refused():
+    """A non-symmetric K was accepted: EP reported CONVERGED with a log q that matched neither symmetrisation.  It
+    is refused when built, naming an entry and its mirror; from_blocks' unknown (NaN) test block is symmetric."""
+    K = np.exp(-0.5 * np.sum((X[:, None] - X[None]) ** 2, axis=-1)) + 1e-6 * np.eye(len(X))
+    bad = K.copy()
+    bad[2, 5] += 0.3
+    with pytest.raises(gpc.GPClassError, match=r"Precomputed: K must be symmetric .*K\[2, 5\] = .* but K\[5, 2\]"):
+        gpc.kernels.Precomputed(bad)
+    gpc.kernels.Precomputed(K + 1e-13 * np.triu(np.ones_like(K)))  # rounding-level asymmetry passes
+    gpc.kernels.Precomputed.from_blocks(K[:30, :30], K[:30, 30:], np.diagonal(K)[30:])

@@ -20,7 +20,8 @@ class Precomputed(AbstractKernel):
     training on items ``train`` and predicting items ``test`` is ``X = train[:, None]``,
     ``X_test = test[:, None]``.  Its Gram matrices are blocks of ``K``, so it runs under every method
     and prior that a kernel's Gram matrix runs under, composes with ``+``, ``*`` and ``OnDims``, and is
-    differentiable in ``K`` (a Gram matrix built from parameters is learned by ``gpc.fit``).
+    differentiable in ``K`` (``jax.grad`` through ``gpc.infer``).  ``gpc.fit`` holds ``K`` fixed (it is data,
+    not N^2 hyperparameters): fit an amplitude with ``gpc.kernels.Scale(Precomputed(K))``.
 
     Example::
 
@@ -43,10 +44,19 @@ class Precomputed(AbstractKernel):
     """
 
     K: Float[Array, "N N"] = eqx.field(converter=as_float)
+    data_fields = ("K",)  # gpc.fit, fit_svgp and fit_em_ep hold K fixed: data, not N^2 hyperparameters
 
     def __check_init__(self):
         if jnp.ndim(self.K) != 2 or self.K.shape[0] != self.K.shape[1]:
             raise GPClassError(f"Precomputed: K must be a square Gram matrix; got shape {jnp.shape(self.K)}.")
+        if not isinstance(self.K, jax.core.Tracer):  # a K computed inside a transformation is the caller's
+            K = np.asarray(self.K)
+            scale = np.nanmax(np.abs(K), initial=0.0)
+            if not np.allclose(K, K.T, rtol=0.0, atol=1e-10 * scale, equal_nan=True):
+                i, j = np.unravel_index(np.nanargmax(np.abs(K - K.T)), K.shape)
+                raise GPClassError(f"Precomputed: K must be symmetric (a Gram matrix); K[{i}, {j}] = {K[i, j]:.6g} "
+                                   f"but K[{j}, {i}] = {K[j, i]:.6g}. Symmetrise it, e.g. (K + K.T) / 2, if the "
+                                   "difference is rounding.")
 
     @classmethod
     def from_blocks(cls, K_train, K_cross, k_test) -> "Precomputed":
