@@ -52,3 +52,15 @@ def _repeat_rows(weight, method, ordinal):
 
 # The most cases whole-number weights may expand a training set to (see _repeat_rows).
 MAX_REPEATED_CASES = 20_000
+
+
+def _refuse_weightless_classes(y, weight):
+    """Raise if every case of a class has weight 0: leaving its cases out would drop the class from ``classes_``
+    without a word (``predict_proba`` one column short), where scikit-learn's classifiers keep every class of y."""
+    classes = np.unique(y)
+    weighted = np.unique(y[weight > 0])
+    missing = [c.item() if isinstance(c, np.generic) else c for c in classes if c not in weighted]
+    if missing:
+        raise GPClassError(f"sample_weight (times class_weight) is zero for every case of class(es) {missing}: the "
+                           "model could not predict them, and leaving them out would change classes_. Give some of "
+                           "their cases a weight > 0, or remove them from y.")

@@ -155,7 +155,7 @@ from ._sklearn_kernels import Translation
 from ._sklearn_one_vs_one import _one_vs_one_votes, _pairwise_coupling
 from ._sklearn_restarts import _best_start, _fit_from_starts, _stacked, _vmap_restarts, random_starts
 from ._sklearn_settings import SettingsMixin
-from ._sklearn_weights import _case_weights, _repeat_rows, _whole_numbers
+from ._sklearn_weights import _case_weights, _refuse_weightless_classes, _repeat_rows, _whole_numbers
 from ._status import Status
 from .likelihoods import Logistic, Ordinal, Softmax
 
@@ -361,6 +361,7 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
         check_classification_targets(y)
         weight = _case_weights(X, y, sample_weight, self.class_weight)
         if weight is not None:  # weight 0 leaves a case out, whatever the method
+            _refuse_weightless_classes(y, weight)
             X, y, weight = X[weight > 0], y[weight > 0], weight[weight > 0]
         self.classes_, y_index = np.unique(y, return_inverse=True)
         num_classes = len(self.classes_)

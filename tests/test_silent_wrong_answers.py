@@ -522,3 +522,18 @@ def test_a_non_symmetric_precomputed_matrix_is_refused():
         gpc.kernels.Precomputed(bad)
     gpc.kernels.Precomputed(K + 1e-13 * np.triu(np.ones_like(K)))  # rounding-level asymmetry passes
     gpc.kernels.Precomputed.from_blocks(K[:30, :30], K[:30, 30:], np.diagonal(K)[30:])
+
+
+def test_estimator_refuses_a_class_whose_every_weight_is_zero():
+    """Three classes, every case of class 2 weighted 0: the estimator dropped the class, classes_ = [0, 1] and
+    predict_proba two columns, without a word (scikit-learn's classifiers keep every class of y).  Refused now,
+    naming the class; one weighted case of it is enough to keep all three."""
+    from gpclass.sklearn import GaussianProcessClassifier
+
+    y3 = np.digitize(X[:, 0], [-0.5, 0.5])
+    weight = (y3 != 2).astype(float)
+    with pytest.raises(gpc.GPClassError, match=r"zero for every case of class\(es\) \[2\]"):
+        GaussianProcessClassifier(optimize=False).fit(X, y3, sample_weight=weight)
+    weight[np.flatnonzero(y3 == 2)[0]] = 1.0
+    model = GaussianProcessClassifier(optimize=False).fit(X, y3, sample_weight=weight)
+    assert list(model.classes_) == [0, 1, 2] and model.predict_proba(X_TEST).shape == (7, 3)
