@@ -191,8 +191,8 @@ _SAMPLER = {
     ),
     Status.FAILED: (
         "failed: not every value is finite (the test: {criterion}). With HMC lower the step_size; standardise the "
-        "inputs and start from moderate hyperparameters. Chains start at f = 0: with a likelihood that is zero "
-        "there (Heaviside) they cannot move; start them inside its support (init=) or use "
+        "inputs and start from moderate hyperparameters. MCMC's chains start at f = 0 unless init= is given: with a "
+        "likelihood that is zero there (Heaviside) they cannot move; start them inside its support (init=) or use "
         "LabelNoise(Heaviside(), epsilon)."
     ),
 }
