@@ -370,6 +370,7 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
                                    or isinstance(method, EP) and _whole_numbers(weight)):
             rows = _repeat_rows(weight, method, ordinal)
             X, y, y_index, weight = X[rows], y[rows], y_index[rows], None
+        _warn_if_far_from_zero(X, dtype)
         X = X.astype(dtype)
         weight = None if weight is None else weight.astype(dtype)
         with _precision(dtype):
@@ -641,7 +642,9 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
         """(latent mean, latent variance or covariance, class probabilities) at X, from one compiled program
         per model type and test batch size."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64).astype(self._fit_dtype)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        _warn_if_far_from_zero(X, self._fit_dtype)
+        X = X.astype(self._fit_dtype)
         with _precision(self._fit_dtype):
             if isinstance(self.posterior_, tuple):  # one vs rest (one program serves every class), one vs one
                 parts = [_batched(_binary_predictions, post, X) for post in self.posterior_]
@@ -693,3 +696,20 @@ def _ordinal_start(kernel, X, standard_cutpoints, dtype, link="probit"):
     variance = variance if np.isfinite(variance) and variance >= 0 else 1.0
     return Ordinal(len(standard_cutpoints) + 1, np.asarray(prior_scale(variance, link) * standard_cutpoints, dtype),
                    noise=np.asarray(1.0, dtype), link=link)
+
+
+def _warn_if_far_from_zero(X, dtype):
+    """Warn when casting X to float32 loses the digits its spread lives in: after the cast a column whose mean is
+    more than 1e4 times its spread (a timestamp) is known to about eps32 |mean| / spread > 6e-4 of its spread, and
+    distances computed from the cast values carry that error (measured with unit spread: an offset of 1e6 moved
+    probabilities by 0.004, 1e7 by 0.08).  gpclass centres distances, but only the values it is given."""
+    if np.dtype(dtype) != np.float32 or X.size == 0:
+        return
+    mean, spread = np.abs(X.mean(axis=0)), X.std(axis=0)
+    far = np.flatnonzero(mean > 1e4 * np.maximum(spread, np.finfo(np.float64).tiny))
+    if far.size:
+        j = far[np.argmax(mean[far] / np.maximum(spread[far], np.finfo(np.float64).tiny))]
+        warnings.warn(f"dtype='float32': column {j} of X has mean {X[:, j].mean():.6g} and spread {spread[j]:.3g}; "
+                      "cast to float32 it keeps only about 7 significant digits of the mean, so the differences "
+                      "between cases lose accuracy. Standardise X (e.g. sklearn.preprocessing.StandardScaler in a "
+                      "pipeline), or use dtype='float64'.", stacklevel=3)

@@ -537,3 +537,21 @@ def test_estimator_refuses_a_class_whose_every_weight_is_zero():
     weight[np.flatnonzero(y3 == 2)[0]] = 1.0
     model = GaussianProcessClassifier(optimize=False).fit(X, y3, sample_weight=weight)
     assert list(model.classes_) == [0, 1, 2] and model.predict_proba(X_TEST).shape == (7, 3)
+
+
+def test_float32_estimator_warns_about_inputs_far_from_zero():
+    """The estimator casts X to float32 before gpclass sees it, so an offset of 1e7 on inputs of unit spread moved
+    probabilities by 0.08 without a word (1.7e9, a timestamp, made every prediction equal).  It warns now, at fit
+    and at predict, naming the column; inputs whose mean is within 1e4 spreads do not warn."""
+    import warnings
+
+    from gpclass.sklearn import GaussianProcessClassifier
+
+    shifted = X + np.array([0.0, 1e7, 0.0])
+    with pytest.warns(UserWarning, match=r"dtype='float32': column 1 of X has mean 1e\+07"):
+        model = GaussianProcessClassifier(optimize=False, dtype="float32").fit(shifted, Y)
+    with pytest.warns(UserWarning, match="column 1 of X"):
+        model.predict_proba(X_TEST + np.array([0.0, 1e7, 0.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GaussianProcessClassifier(optimize=False, dtype="float32").fit(X + 2000.0, Y)
