@@ -408,3 +408,14 @@ def test_errors():
         gpc.predict(post, XA)
     with pytest.raises(gpc.GPClassError, match="same shape"):
         post.preference(XA, XB[:2])
+
+
+def test_ais_preference_posterior_has_the_standard_error_and_weights():
+    """AIS under a preference likelihood kept log Z but not its standard error or run weights (AttributeError, where
+    every other likelihood has them).  Now the posterior gives both; the standard error is the delta-method one
+    computed here from the weights in NumPy."""
+    post = gpc.infer(gpc.AIS(num_temperatures=16, num_runs=32), KERNEL, LIK, X3, C5, key=jax.random.key(2))
+    log_w = np.asarray(post.log_weights)
+    assert log_w.shape == (32,)
+    w = np.exp(log_w - log_w.max())
+    np.testing.assert_allclose(float(post.log_marginal_se), w.std(ddof=1) / (np.sqrt(len(w)) * w.mean()), rtol=1e-6)

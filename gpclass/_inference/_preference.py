@@ -28,7 +28,8 @@ class PreferencePosterior(AbstractPosterior):
     * ``posterior.pair_latent(X_a, X_b)``: the joint moments of (f(a_i), f(b_i)), means (p, 2) and
       covariances (p, 2, 2) (:func:`predict_pair_latent`).
 
-    ``log_marginal``, ``info`` and ``warm_start`` are the method's; ``predict`` is refused (a preference
+    ``log_marginal``, ``info`` and ``warm_start`` are the method's (and for MCMC and AIS ``log_marginal_se`` and
+    ``log_weights``); ``predict`` is refused (a preference
     model predicts comparisons, not labels of single items).
 
     Example:
@@ -58,6 +59,16 @@ class PreferencePosterior(AbstractPosterior):
     @property
     def info(self):
         return self.differences.info
+
+    @property
+    def log_marginal_se(self):
+        """AIS's standard error of ``log_marginal`` (MCMC's: NaN; the Gaussian methods have none)."""
+        return self.differences.log_marginal_se
+
+    @property
+    def log_weights(self):
+        """AIS's log importance weights of its runs (MCMC's: zeros; the Gaussian methods have none)."""
+        return self.differences.log_weights
 
     @property
     def warm_start(self):
