@@ -555,3 +555,12 @@ def test_float32_estimator_warns_about_inputs_far_from_zero():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         GaussianProcessClassifier(optimize=False, dtype="float32").fit(X + 2000.0, Y)
+
+
+def test_standardize_refuses_test_inputs_of_other_columns():
+    """standardize(X_train (6, 2), X_test (2, 1)) broadcast the one test column across both training columns and
+    returned a (2, 2) array of numbers; now an error naming both shapes."""
+    with pytest.raises(gpc.GPClassError, match=r"standardize: .* got shapes \(6, 2\) and \(2, 1\)"):
+        gpc.datasets.standardize(np.arange(12.0).reshape(6, 2), np.ones((2, 1)))
+    _, test = gpc.datasets.standardize(np.arange(12.0).reshape(6, 2), np.ones((2, 2)))
+    np.testing.assert_allclose(test, np.array([[-4.0, -5.0]] * 2) / np.sqrt(35.0 / 3.0))  # means 5, 6; var 35/3

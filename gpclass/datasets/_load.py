@@ -312,7 +312,12 @@ def standardize(X_train, X_test=None):
     train = (X_train - mean) / std
     if X_test is None:
         return train
-    return train, (_as_float(xp, X_test) - mean) / std
+    X_test = _as_float(xp, X_test)
+    if X_train.ndim != 2 or X_test.ndim != 2 or X_test.shape[1] != X_train.shape[1]:
+        raise GPClassError(f"standardize: X_train and X_test must be (n, d) and (m, d) arrays with the same columns; "
+                           f"got shapes {tuple(X_train.shape)} and {tuple(X_test.shape)} (a narrower X_test was "
+                           "broadcast across the training columns).")
+    return train, (X_test - mean) / std
 
 
 def _namespace(X):
