@@ -151,6 +151,7 @@ from ._sklearn_batches import (
     _softmax_predictions,
     _to_numpy,
 )
+from ._sklearn_inputs import _warn_if_far_from_zero
 from ._sklearn_kernels import Translation
 from ._sklearn_one_vs_one import _one_vs_one_votes, _pairwise_coupling
 from ._sklearn_restarts import _best_start, _fit_from_starts, _stacked, _vmap_restarts, random_starts
@@ -696,20 +697,3 @@ def _ordinal_start(kernel, X, standard_cutpoints, dtype, link="probit"):
     variance = variance if np.isfinite(variance) and variance >= 0 else 1.0
     return Ordinal(len(standard_cutpoints) + 1, np.asarray(prior_scale(variance, link) * standard_cutpoints, dtype),
                    noise=np.asarray(1.0, dtype), link=link)
-
-
-def _warn_if_far_from_zero(X, dtype):
-    """Warn when casting X to float32 loses the digits its spread lives in: after the cast a column whose mean is
-    more than 1e4 times its spread (a timestamp) is known to about eps32 |mean| / spread > 6e-4 of its spread, and
-    distances computed from the cast values carry that error (measured with unit spread: an offset of 1e6 moved
-    probabilities by 0.004, 1e7 by 0.08).  gpclass centres distances, but only the values it is given."""
-    if np.dtype(dtype) != np.float32 or X.size == 0:
-        return
-    mean, spread = np.abs(X.mean(axis=0)), X.std(axis=0)
-    far = np.flatnonzero(mean > 1e4 * np.maximum(spread, np.finfo(np.float64).tiny))
-    if far.size:
-        j = far[np.argmax(mean[far] / np.maximum(spread[far], np.finfo(np.float64).tiny))]
-        warnings.warn(f"dtype='float32': column {j} of X has mean {X[:, j].mean():.6g} and spread {spread[j]:.3g}; "
-                      "cast to float32 it keeps only about 7 significant digits of the mean, so the differences "
-                      "between cases lose accuracy. Standardise X (e.g. sklearn.preprocessing.StandardScaler in a "
-                      "pipeline), or use dtype='float64'.", stacklevel=3)
