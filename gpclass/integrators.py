@@ -18,7 +18,6 @@ from jax import lax as _lax
 from ._exceptions import GPClassError as _GPClassError
 from ._types import Array, Float
 from ._validation import require_setting as _require_setting
-from .likelihoods import mackay_probability as _mackay_probability
 
 __all__ = ["AbstractIntegrator", "Exact", "MacKay", "MeanField", "MonteCarlo"]
 
@@ -102,7 +101,9 @@ def _exact_classes(likelihood):
 
 
 class MacKay(AbstractIntegrator):
-    """sigma(kappa(var) mean), kappa = (1 + pi var / 8)^-1/2 (Gibbs & MacKay eq. 23), meant for the logistic.
+    """sigma(kappa(var) mean), kappa = (1 + pi var / 8)^-1/2 (Gibbs & MacKay eq. 23): an approximation of the
+    logistic's average, so it refuses other likelihoods (a logistic with label noise eps gives
+    eps + (1 - 2 eps) times it; weights, masks and soft labels do not change it).
 
     Example: MacKay's approximation against the exact average, within 0.02::
 
@@ -118,7 +119,7 @@ class MacKay(AbstractIntegrator):
         if not likelihood.binary:
             raise _GPClassError(f"{type(self).__name__} averages a binary likelihood; for "
                                f"{type(likelihood).__name__} use gpc.integrators.Exact().")
-        return _mackay_probability(mean, var)
+        return likelihood.mackay_probability(mean, var)
 
 
 class MonteCarlo(AbstractIntegrator):

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._exceptions import GPClassError
 from .._types import Array, Bool, Float
 from .._validation import Checks, binary_one_class, check_binary_labels, host_binary_labels
 from . import _gaussian_average
@@ -127,6 +128,14 @@ class AbstractLikelihood(eqx.Module):
     @abc.abstractmethod
     def predictive_probability(self, mean: Float[Array, " m"], var: Float[Array, " m"]) -> Float[Array, " m"]:
         """p(y=+1) = int p(y=+1|f) N(f|mean, var) df  (GPML eq. 3.25)."""
+
+    def mackay_probability(self, mean: Float[Array, " m"], var: Float[Array, " m"]) -> Float[Array, " m"]:
+        """MacKay's approximation of :meth:`predictive_probability` (``gpc.integrators.MacKay``): it approximates
+        the logistic's average (Gibbs & MacKay eq. 23), so only a logistic model (possibly weighted, masked,
+        soft-labelled or with label noise) has one; every other likelihood refuses."""
+        raise GPClassError(f"gpc.integrators.MacKay() (and MeanField() for a binary likelihood) approximates the "
+                           f"average of the logistic likelihood; {type(self).__name__} is not one. Use "
+                           "gpc.integrators.Exact() (the default), the likelihood's own average.")
 
     def tilted_moments(
         self, y: Float[Array, " n"], mean: Float[Array, " n"], var: Float[Array, " n"]

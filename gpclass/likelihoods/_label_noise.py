@@ -80,3 +80,6 @@ class LabelNoise(AbstractLikelihood):
 
     def predictive_probability(self, mean, var):
         return self.epsilon + (1.0 - 2.0 * self.epsilon) * self.base.predictive_probability(mean, var)
+
+    def mackay_probability(self, mean, var):
+        return self.epsilon + (1.0 - 2.0 * self.epsilon) * self.base.mackay_probability(mean, var)

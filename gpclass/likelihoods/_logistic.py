@@ -6,6 +6,7 @@ import numpy as np
 from jax.scipy.special import logsumexp, ndtr
 
 from ._base import AbstractLikelihood
+from ._mackay import mackay_probability
 from ._probit import log_cdf_and_mills_ratio
 
 # Gauss-Hermite rule (probabilists' weight exp(-z^2/2)) for small latent variance.
@@ -99,6 +100,10 @@ class Logistic(AbstractLikelihood):
         small = _gauss_hermite_tilted(y, mean, std)
         large = _logistic_mixture_tilted(y, mean, jnp.maximum(std, _SWITCH_STD))
         return tuple(jnp.where(std <= _SWITCH_STD, a, b) for a, b in zip(small, large))
+
+    def mackay_probability(self, mean, var):
+        """sigma(kappa(var) mean), kappa = (1 + pi var / 8)^-1/2 (Gibbs & MacKay eq. 23)."""
+        return mackay_probability(mean, var)
 
     def predictive_probability(self, mean, var):
         """int sigma(f) N(f|mean, var) df to ~1e-12 for every variance (GPML eq. 3.25).

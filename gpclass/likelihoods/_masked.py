@@ -61,3 +61,6 @@ class Masked(AbstractLikelihood):
 
     def predictive_probability(self, mean, var):
         return self.base.predictive_probability(mean, var)
+
+    def mackay_probability(self, mean, var):
+        return self.base.mackay_probability(mean, var)

@@ -88,6 +88,9 @@ class Weighted(AbstractLikelihood):
     def predictive_probability(self, mean, var):
         return self.base.predictive_probability(mean, var)
 
+    def mackay_probability(self, mean, var):
+        return self.base.mackay_probability(mean, var)
+
     def parameter_checks(self, checks):
         self.base.parameter_checks(checks)
 
