@@ -3,12 +3,17 @@
 All functions are pure ``jax.numpy`` and accept numpy or jax arrays; they can
 be used under ``jax.jit``. Two label conventions are supported:
 
-* **binary**: ``y`` in {-1, +1} (any ``y > 0`` counts as +1) and ``p`` of
-  shape (m,) holding the predicted probability p(y=+1 | x);
+* **binary**: ``y`` in {-1, +1}, {0, 1} or booleans, as ``gpc.infer`` takes
+  them, and ``p`` of shape (m,) holding the predicted probability p(y=+1 | x);
 * **multi-class**: ``y`` integer in 0..C-1 and ``p`` of shape (m, C) holding
-  the predicted class probabilities (rows summing to one).
+  the predicted class probabilities (rows summing to one). With two columns,
+  labels -1 and +1 name the columns in sorted order, as the estimator's
+  ``predict_proba`` (columns ``classes_ = [-1, 1]``) lays them out.
 
-Which case applies is decided by ``p.ndim``. Log probabilities are not
+Which case applies is decided by ``p.ndim``. Every function checks its
+arguments, also under ``jax.jit``: ``y`` of shape (m,), ``p`` probabilities
+(not NaN, in [0, 1], rows summing to 1 within 1e-3) and labels of the coding
+above. Log probabilities are not
 clipped: a prediction of probability 0 for the true class gives ``-inf``
 information and ``+inf`` negative log probability.
 
@@ -33,6 +38,8 @@ import jax.numpy as jnp
 from jax.scipy.special import entr
 
 from . import _exceptions
+from ._errors import AT, entry_point
+from ._validation import Checks, _binary_label_failures
 
 _LN2 = math.log(2.0)
 
@@ -42,17 +49,67 @@ __all__ = [
 ]
 
 
+def _checked(y, p, name: str = "y"):
+    """(y, p) as arrays, checked: y of shape (m,) for the m rows of p, p probabilities, y labels of p's layout
+    (module docstring): binary labels as floats in {-1, +1}, class labels as integer column indices."""
+    y, p = jnp.asarray(y), jnp.asarray(p)
+    if p.ndim not in (1, 2):
+        raise _exceptions.GPClassError(f"p must have shape (m,) (binary: the probability of +1) or (m, C) (class "
+                                       f"probabilities); got shape {p.shape}.")
+    if y.shape != p.shape[:1]:
+        raise _exceptions.GPClassError(f"{name} must have shape ({p.shape[0]},), one label per row of p; got shape "
+                                       f"{y.shape}" + (": flatten it, np.ravel(y)." if y.size == p.shape[0] else "."))
+    if not jnp.issubdtype(p.dtype, jnp.floating):
+        p = p.astype(jnp.result_type(float))
+    checks = Checks()
+    checks.fail_if(~((p >= 0) & (p <= 1)), f"p must hold probabilities in [0, 1]{AT}; NaN and scores are not "
+                   "probabilities.", at=("the first that is not: p[{index}] = {value}", p))
+    if p.ndim == 2:
+        checks.fail_if(jnp.abs(jnp.sum(p, axis=1) - 1.0) > 1e-3, f"each row of p must sum to 1 (class "
+                       f"probabilities){AT}.", at=("the first that does not: row {index} sums to {value}",
+                                                   jnp.sum(p, axis=1)))
+    labels = _binary(y, checks, name) if p.ndim == 1 else _class_index(y, p.shape[1], checks, name)
+    return checks.attach((labels, p))
+
+
+def _binary(y, checks, name):
+    """Binary labels as floats in {-1, +1} (gpc.infer's codings), their values checked in ``checks``."""
+    if y.dtype == jnp.bool_:
+        return jnp.where(y, 1.0, -1.0)
+    if not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
+        raise _exceptions.GPClassError(f"binary labels {name} must be numbers or booleans; got dtype {y.dtype}.")
+    for pred, message, describe in _binary_label_failures(y, jnp):
+        checks.fail_if(pred, message.replace("labels y", f"labels {name}"), at=(describe.replace("y[", f"{name}["), y))
+    return jnp.where(y > 0, 1.0, -1.0)
+
+
+def _class_index(y, num_classes: int, checks, name):
+    """Class labels as integer column indices 0..C-1 of p, their values checked in ``checks``; with two columns
+    -1 names column 0 (the sorted classes [-1, 1])."""
+    if y.dtype == jnp.bool_ or not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
+        raise _exceptions.GPClassError(f"class labels {name} must be integers 0..{num_classes - 1}, the columns of p; "
+                                       f"got dtype {y.dtype}.")
+    if num_classes == 2:
+        checks.fail_if((y == -1) & jnp.any(y == 0), f"labels {name} mix the codings {{0, 1}} and {{-1, +1}}: both 0 "
+                       f"and -1 occur{AT}.", at=(f"the first -1 at {name}[{{index}}]", y))
+        y = jnp.where(y == -1, 0, y)
+    whole = y == jnp.round(y) if jnp.issubdtype(y.dtype, jnp.floating) else jnp.ones(y.shape, bool)
+    also = " (or -1, +1 for the two columns in that order)" if num_classes == 2 else ""
+    checks.fail_if(~(whole & (y >= 0) & (y < num_classes)), f"class labels {name} must be whole numbers "
+                   f"0..{num_classes - 1}{also}, the columns of p{AT}.",
+                   at=(f"the first that is not: {name}[{{index}}] = {{value}}", y))
+    return jnp.clip(jnp.nan_to_num(y), 0, num_classes - 1).astype(jnp.int32)
+
+
 def _log_prob_true(y, p):
     """Natural log of the probability assigned to the true label, per case."""
-    y, p = jnp.asarray(y), jnp.asarray(p)
+    y, p = _checked(y, p)
     if p.ndim == 1:
         return jnp.where(y > 0, jnp.log(p), jnp.log1p(-p))
-    if p.ndim == 2:
-        idx = y.astype(jnp.int32)[:, None]
-        return jnp.log(jnp.take_along_axis(p, idx, axis=1)[:, 0])
-    raise _exceptions.GPClassError(f"p must have shape (m,) or (m, C), got {p.shape}")
+    return jnp.log(jnp.take_along_axis(p, y[:, None], axis=1)[:, 0])
 
 
+@entry_point
 def error_rate(y, p):
     """Fraction of misclassified test cases.
 
@@ -70,28 +127,28 @@ def error_rate(y, p):
         >>> float(gpc.metrics.error_rate(jnp.array([0, 1]), P))
         0.5
     """
-    y, p = jnp.asarray(y), jnp.asarray(p)
-    if p.ndim == 1:
-        wrong = (p > 0.5) != (y > 0)
-    elif p.ndim == 2:
-        wrong = jnp.argmax(p, axis=1) != y
-    else:
-        raise _exceptions.GPClassError(f"p must have shape (m,) or (m, C), got {p.shape}")
+    y, p = _checked(y, p)
+    wrong = (p > 0.5) != (y > 0) if p.ndim == 1 else jnp.argmax(p, axis=1) != y
     return jnp.mean(wrong.astype(p.dtype))
 
 
-def _train_entropy_bits(y_train, num_classes: int | None):
-    """Entropy in bits of the empirical label distribution of ``y_train``."""
+def _train_entropy_bits(y_train, p):
+    """Entropy in bits of the empirical label distribution of ``y_train``, labels in the layout of ``p``."""
     y_train = jnp.asarray(y_train)
-    if num_classes is None:
-        pi = jnp.mean((y_train > 0).astype(jnp.result_type(float)))
+    if y_train.ndim != 1:
+        raise _exceptions.GPClassError(f"y_train must have shape (n,), one label per training case; got shape "
+                                       f"{y_train.shape}.")
+    checks = Checks()
+    if p.ndim == 1:
+        pi = jnp.mean((_binary(y_train, checks, "y_train") > 0).astype(p.dtype))
         freqs = jnp.stack([pi, 1.0 - pi])
     else:
-        onehot = y_train[:, None] == jnp.arange(num_classes)
-        freqs = jnp.mean(onehot.astype(jnp.result_type(float)), axis=0)
-    return jnp.sum(entr(freqs)) / _LN2
+        labels = _class_index(y_train, p.shape[1], checks, "y_train")
+        freqs = jnp.mean((labels[:, None] == jnp.arange(p.shape[1])).astype(p.dtype), axis=0)
+    return checks.attach(jnp.sum(entr(freqs)) / _LN2)
 
 
+@entry_point
 def information_bits(y, p, y_train):
     """Average information about the test labels in bits, beyond the base rate.
 
@@ -122,12 +179,11 @@ def information_bits(y, p, y_train):
         >>> round(float(gpc.metrics.information_bits(y, p, y_train)), 3)
         0.678
     """
-    p = jnp.asarray(p)
-    num_classes = p.shape[1] if p.ndim == 2 else None
-    log2_true = _log_prob_true(y, p) / _LN2
-    return jnp.mean(log2_true) + _train_entropy_bits(y_train, num_classes)
+    y, p = _checked(y, p)
+    return jnp.mean(_log_prob_true(y, p)) / _LN2 + _train_entropy_bits(y_train, p)
 
 
+@entry_point
 def mean_negative_log_probability(y, p):
     """Mean negative log predictive probability (natural log) of the true labels.
 
@@ -145,15 +201,15 @@ def mean_negative_log_probability(y, p):
 
 
 def _one_hot(y, p):
-    """The observed outcome in the layout of ``p``: 1{y > 0} (m,) for binary, one-hot rows (m, C) for classes."""
-    y, p = jnp.asarray(y), jnp.asarray(p)
+    """(outcome, p): the observed outcome in the layout of ``p`` (checked): 1{y = +1} (m,) for binary, one-hot
+    rows (m, C) for classes."""
+    y, p = _checked(y, p)
     if p.ndim == 1:
-        return (y > 0).astype(p.dtype)
-    if p.ndim == 2:
-        return (y.astype(jnp.int32)[:, None] == jnp.arange(p.shape[1])).astype(p.dtype)
-    raise _exceptions.GPClassError(f"p must have shape (m,) or (m, C), got {p.shape}")
+        return (y > 0).astype(p.dtype), p
+    return (y[:, None] == jnp.arange(p.shape[1])).astype(p.dtype), p
 
 
+@entry_point
 def brier_score(y, p):
     """The Brier score (Brier 1950): the mean squared difference between the predicted probabilities and the
     outcome.  Binary: ``mean_i (p_i - 1{y_i = +1})^2``; multi-class: ``mean_i sum_c (p_ic - 1{y_i = c})^2``
@@ -165,8 +221,8 @@ def brier_score(y, p):
         >>> round(float(gpc.metrics.brier_score(y, p)), 6)  # ((0.8 - 1)^2 + (0.4 - 0)^2) / 2
         0.1
     """
-    outcome = _one_hot(y, p)
-    squared = (jnp.asarray(p) - outcome) ** 2
+    outcome, p = _one_hot(y, p)
+    squared = (p - outcome) ** 2
     return jnp.mean(squared if squared.ndim == 1 else jnp.sum(squared, axis=1))
 
 
@@ -187,6 +243,7 @@ def _bin_means(index, values, num_bins: int):
     return counts, means
 
 
+@entry_point
 def reliability(y, p, num_bins: int = 10):
     """The points of a reliability diagram: for ``num_bins`` equal bins of predicted probability on [0, 1], the
     mean predicted probability, the observed frequency of the event and the number of cases, per bin.
@@ -204,8 +261,7 @@ def reliability(y, p, num_bins: int = 10):
         >>> print(np.asarray(predicted).round(3), np.asarray(observed).round(3), np.asarray(counts))
         [0.2 0.8] [0.5 1. ] [2. 2.]
     """
-    p = jnp.asarray(p)
-    outcome = _one_hot(y, p)
+    outcome, p = _one_hot(y, p)
     if p.ndim == 1:
         counts, (predicted, observed) = _bin_means(_bins(p, num_bins), (p, outcome), num_bins)
         return predicted, observed, counts
@@ -214,6 +270,7 @@ def reliability(y, p, num_bins: int = 10):
             jnp.stack([m[0] for m in per_class]))
 
 
+@entry_point
 def expected_calibration_error(y, p, num_bins: int = 10):
     """The expected calibration error of the predicted class (Guo et al. 2017, eq. 3):
     ``sum_b (n_b / n) |accuracy_b - confidence_b|`` over ``num_bins`` equal bins of the confidence on [0, 1],
@@ -228,13 +285,11 @@ def expected_calibration_error(y, p, num_bins: int = 10):
         >>> round(float(gpc.metrics.expected_calibration_error(y, p)), 3)  # (3 |1 - 0.9| + |1 - 0.6|) / 4
         0.175
     """
-    y, p = jnp.asarray(y), jnp.asarray(p)
+    y, p = _checked(y, p)
     if p.ndim == 1:
         confidence, correct = jnp.maximum(p, 1.0 - p), (p > 0.5) == (y > 0)
-    elif p.ndim == 2:
-        confidence, correct = jnp.max(p, axis=1), jnp.argmax(p, axis=1) == y
     else:
-        raise _exceptions.GPClassError(f"p must have shape (m,) or (m, C), got {p.shape}")
+        confidence, correct = jnp.max(p, axis=1), jnp.argmax(p, axis=1) == y
     counts, (mean_confidence, accuracy) = _bin_means(_bins(confidence, num_bins),
                                                      (confidence, correct.astype(p.dtype)), num_bins)
     gaps = jnp.where(counts > 0, jnp.abs(accuracy - mean_confidence), 0.0)

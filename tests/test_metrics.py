@@ -207,3 +207,53 @@ def gpc_error():
     import gpclass
 
     return gpclass.GPClassError
+
+
+# --- checked arguments (before: silent wrong numbers) -----------------------------------------------------------
+
+import gpclass as gpc  # noqa: E402
+
+M = gpc.metrics
+
+
+def test_two_column_probabilities_with_labels_minus_one_plus_one_are_read_in_sorted_order():
+    # The estimator's predict_proba has columns classes_ = [-1, 1]; before, label -1 indexed the last column
+    # (take_along_axis with -1), scoring every -1 case by the probability of +1.
+    y = np.array([1.0, -1.0, -1.0, 1.0])
+    p_plus = np.array([0.9, 0.2, 0.7, 0.4])
+    P = np.stack([1 - p_plus, p_plus], axis=1)
+    true = np.where(y > 0, p_plus, 1 - p_plus)  # the probability of each true label, by hand
+    np.testing.assert_allclose(float(M.mean_negative_log_probability(y, P)), -np.mean(np.log(true)), rtol=REL)
+    assert float(M.error_rate(y, P)) == 0.5  # cases 3 (0.7 for +1, truth -1) and 4 (0.4, truth +1)
+    np.testing.assert_allclose(float(M.brier_score(y, P)), np.mean(2 * (1 - true) ** 2), rtol=REL)
+
+
+@pytest.mark.parametrize("y, p, message", [
+    (np.ones((4, 1)), np.full(4, 0.7), r"y must have shape \(4,\).*np.ravel"),
+    (np.ones(3), np.full(4, 0.7), r"y must have shape \(4,\)"),
+    (np.array([1.0, -1.0, 1.0]), np.array([0.2, np.nan, 0.7]), r"probabilities in \[0, 1\].*p\[1\] = nan"),
+    (np.array([1.0, 1.0]), np.array([1.8, 1.5]), r"probabilities in \[0, 1\].*p\[0\] = 1.8"),
+    (np.array([0, 1, 3]), np.eye(3), r"0..2, the columns of p.*y\[2\] = 3"),
+    (np.array([0, 1, 1.5]), np.eye(3), r"whole numbers 0..2.*y\[2\] = 1.5"),
+    (np.array([0, 1]), np.array([[0.8, 0.3], [0.2, 0.8]]), r"row 0 sums to 1.1"),
+    (np.array([1, -1, 0]), np.full((3, 2), 0.5), r"mix the codings.*y\[1\]"),
+    (np.array([1.0, 2.0]), np.array([0.5, 0.5]), r"binary labels y must be in.*y\[1\] = 2"),
+    (np.ones(2), np.ones((2, 2, 1)) / 2, r"p must have shape \(m,\)"),
+])
+@pytest.mark.parametrize("metric", [M.error_rate, M.mean_negative_log_probability, M.brier_score,
+                                    M.expected_calibration_error, M.reliability])
+def test_wrong_arguments_are_refused_with_the_place(metric, y, p, message):
+    with pytest.raises(gpc.GPClassError, match=message):
+        metric(y, p)
+
+
+def test_information_bits_checks_the_training_labels():
+    with pytest.raises(gpc.GPClassError, match=r"y_train mix the codings"):
+        M.information_bits(np.array([1.0, -1.0]), np.array([0.8, 0.2]), np.array([1.0, -1.0, 0.0]))
+    with pytest.raises(gpc.GPClassError, match=r"y_train must be whole numbers 0..2.*y_train\[0\] = 5"):
+        M.information_bits(np.array([0, 1]), np.full((2, 3), 1 / 3), np.array([5, 1]))
+
+
+def test_a_check_fails_inside_jit_too():
+    with pytest.raises(Exception, match=r"probabilities in \[0, 1\]"):
+        jax.block_until_ready(jax.jit(M.error_rate)(np.array([1.0, -1.0]), np.array([0.5, np.nan])))
