@@ -67,6 +67,9 @@ class Sparse(eqx.Module):
                                "supported (pass the kernel itself).")
         if self.inducing.ndim != 2:
             raise GPClassError(f"Sparse: the inducing inputs must have shape (m, d); got {self.inducing.shape}.")
+        if self.inducing.shape[0] == 0:
+            raise GPClassError("Sparse: no inducing inputs (shape (0, d)): the prior would be zero, every prediction "
+                               "1/2. Pass at least one row, e.g. a subset of the training inputs.")
         if isinstance(self.approximation, str):
             if self.approximation not in _APPROXIMATIONS:
                 raise GPClassError(f"Sparse: approximation must be 'fitc', 'vfe' or a power in [0, 1]; "

@@ -44,13 +44,14 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from . import _dense as dense
+from ._errors import entry_point
 from ._exceptions import GPClassError
 from ._inference._posterior import AbstractPosterior
 from ._inverse_factor import cholesky as recursive_cholesky
 from ._inverse_factor import inverse_factor, inverse_factor_solve, triangular_inverse
 from ._svgp_moments import quadratic_form, whitened_form
 from ._types import Array, Float
-from ._validation import as_float, require_setting
+from ._validation import Checks, as_float, check_inputs, class_indices, require_setting
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood, Softmax
 
@@ -117,6 +118,9 @@ class SVGP(AbstractPosterior):
                 f"q_sqrt of shape (C, m, m) = ({C}, {m}, {m}); got {self.inducing.shape}, {self.q_mu.shape} and "
                 f"{self.q_sqrt.shape}."
             )
+        if m == 0:
+            raise GPClassError("SVGP: no inducing inputs (shape (0, d)): q(f) would be zero, every prediction 1/2. "
+                               "Pass at least one row, e.g. a subset of the training inputs.")
         self.kernel.check_inputs(self.inducing)  # the inducing inputs have the columns of the data
         if self.estimator not in _ESTIMATORS:
             raise GPClassError(f"estimator must be one of {_ESTIMATORS}; got {self.estimator!r}.")
@@ -203,8 +207,8 @@ class SVGP(AbstractPosterior):
              ) -> Float[Array, ""]:
         """The ELBO from a minibatch (X, y) of ``num_data`` cases (default: the batch is all of them).
 
-        ``y`` in {-1, +1}, or for the softmax integers 0..C-1 (not checked
-        here: :func:`gpclass.fit_svgp` checks them).  The data term is scaled
+        ``y`` as :func:`gpclass.fit_svgp` takes them ({-1, +1}, {0, 1} or booleans; for the softmax integers
+        0..C-1), checked with X (also under ``jit`` and ``grad``).  The data term is scaled
         by num_data / b, so the average over the batches of any partition of
         the data is the ELBO (for Monte Carlo: its expectation; exactly the
         full-batch estimate when each batch gets its cases' keys).
@@ -213,7 +217,22 @@ class SVGP(AbstractPosterior):
         into one per case, or an array of b keys, one per case); ignored by
         binary likelihoods and by ``estimator="jensen"``.
         """
+        return _checked_elbo(self, X, y, num_data, key=key)
+
+    def _unchecked_elbo(self, X, y, num_data=None, key=None) -> Float[Array, ""]:
+        """:meth:`elbo` of data checked already (``fit_svgp`` checks them on the host, once)."""
         return self._elbo_from_moments(*self._training_moments(X), y, num_data, key)
+
+    def _checked_batch(self, X, y, checks):
+        """(X, y) of a batch as :meth:`elbo` takes them, their values' checks added to ``checks``: X finite with
+        Z's columns, y coded as the data term reads it (fit_svgp's ``_check_data`` on the device)."""
+        X = check_inputs(X, checks=checks)
+        if X.shape[1] != self.inducing.shape[1]:
+            raise GPClassError(f"X has {X.shape[1]} input dimensions but the model's inducing inputs have "
+                               f"{self.inducing.shape[1]}.")
+        if self.num_latent == 1:
+            return X, self.likelihood.check_labels(y, X.shape[0], X.dtype, checks)
+        return X, class_indices(y, X.shape[0], self.num_latent, checks, "class", "Softmax")
 
     def _elbo_from_projection(self, A, X, y, num_data=None, key=None) -> Float[Array, ""]:
         """:meth:`elbo` with A = L^-1 K_zx given (``fit_svgp`` passes it on to the natural-gradient step)."""
@@ -238,6 +257,15 @@ class SVGP(AbstractPosterior):
                 "lower bound."
             )
         return standard_normal_per_case(key, mean.shape[0], (self.num_samples, mean.shape[1]), mean.dtype)
+
+
+@entry_point
+def _checked_elbo(model: SVGP, X, y, num_data=None, *, key=None):
+    """:meth:`SVGP.elbo`, its checks raised as GPClassError after a top-level call (``_errors.entry_point``)."""
+    checks = Checks()
+    # Attached to the data, not to the value: a gradient's program keeps what the value depends on.
+    X, y = checks.attach(model._checked_batch(X, y, checks))
+    return model._unchecked_elbo(X, y, num_data, key)
 
 
 def standard_normal_per_case(key, b: int, shape, dtype) -> Float[Array, "b ..."]:

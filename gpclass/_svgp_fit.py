@@ -143,6 +143,11 @@ def fit_svgp(
     require_setting("fit_svgp", "print_every", print_every, low=1, low_open=False, integer=True, optional=True)
     streamed = isinstance(X, np.memmap)
     X, y = _check_data(model, X, y)
+    if fit_hyperparameters and _one_class(model, y):
+        raise GPClassError(
+            "fit_svgp: every training label in y is of one class; fitting the hyperparameters needs labels of at "
+            "least two classes (with one class the ELBO keeps increasing with the length scale and signal "
+            "variance: no finite maximiser). Add cases of another class, or pass fit_hyperparameters=False.")
     settings = (model.jitter, model.estimator, model.num_samples)
     # Step i's samples come from fold_in(sample_key, i): a stream apart from the epochs' fold_in(key, epoch).
     sample_key = None
@@ -362,7 +367,7 @@ def _step_body(trainable, opt_state, X_batch, y_batch, sample_key, i, num_data, 
     def loss(t):
         model = _build(t, static, settings)
         if natural_step is None:
-            return -model.elbo(X_batch, y_batch, num_data, key=key), None
+            return -model._unchecked_elbo(X_batch, y_batch, num_data, key), None
         A = model._training_projection(X_batch)  # the natural-gradient step below takes the same A
         return -model._elbo_from_projection(A, X_batch, y_batch, num_data, key), A
 
@@ -405,6 +410,13 @@ def _check_data(model, X, y):
     if model.num_latent > 1:
         return X, _check_class_labels(y, model.num_latent)
     return X, model.likelihood.host_labels(y, dtype)
+
+
+def _one_class(model, y) -> bool:
+    """Whether the checked labels (``_check_data``) show fewer than two classes."""
+    if model.num_latent > 1:
+        return len(np.unique(y)) < 2
+    return bool(model.likelihood.one_class(jnp.asarray(y)))
 
 
 _CHECK_ROWS = 1 << 16  # rows per block of the finite check: a memory-mapped X is never read whole at once

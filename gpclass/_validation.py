@@ -191,7 +191,7 @@ def check_class_labels(y, n: int, num_classes: int, dtype, checks: Checks | None
                                "gpc.likelihoods.Softmax; for one-hot rows pass np.argmax(y, axis=1).")
         Y = _class_probabilities(y, n, num_classes, checks).astype(dtype)
         return checks.attach(Y) if own else Y
-    y = _class_indices(y, n, num_classes, checks, "multi-class", likelihood)
+    y = class_indices(y, n, num_classes, checks, "multi-class", likelihood)
     indicators = (y.astype(jnp.int32)[:, None] == jnp.arange(num_classes)).astype(dtype)
     return checks.attach(indicators) if own else indicators
 
@@ -223,11 +223,11 @@ def check_ordinal_labels(y, n: int, num_classes: int, dtype, checks: Checks | No
     label outside 0..K-1, a NaN, booleans) is an error.
     """
     checks, own = _own(checks)
-    labels = _class_indices(y, n, num_classes, checks, "ordinal", "Ordinal").astype(dtype)
+    labels = class_indices(y, n, num_classes, checks, "ordinal", "Ordinal").astype(dtype)
     return checks.attach(labels) if own else labels
 
 
-def _class_indices(y, n: int, num_classes: int, checks: Checks, kind: str, likelihood: str):
+def class_indices(y, n: int, num_classes: int, checks: Checks, kind: str, likelihood: str):
     """``y`` as an array of class indices 0..num_classes-1: its shape and dtype checked now, its values (whole,
     not NaN, in range) added to ``checks``; ``kind`` and ``likelihood`` name the labels in the messages."""
     y = jnp.asarray(y)

@@ -605,3 +605,51 @@ def test_predict_with_mackay_on_a_probit_posterior_is_refused():
     post = gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 1.0), gpc.likelihoods.Probit(), X, Y)
     with pytest.raises(gpc.GPClassError, match="Probit is not one"):
         gpc.predict(post, X_TEST, integrator=gpc.integrators.MacKay())
+
+
+# --- SVGP: the ELBO reads the labels fit_svgp reads; no model without inducing inputs ------------------------------
+
+def _svgp_model():
+    return gpc.SVGP.at_prior(gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X[:6])
+
+
+def test_svgp_elbo_takes_the_label_codings_fit_svgp_takes():
+    # Before: labels {0, 1} gave another number than {-1, +1} (-37.07 against -21.54 on the audit's data), and
+    # labels 2y a higher "ELBO"; fit_svgp recodes them, so the two disagreed on the same data.
+    model = _svgp_model()
+    np.testing.assert_allclose(float(model.elbo(X, (Y > 0).astype(float))), float(model.elbo(X, Y)), rtol=1e-12)
+    np.testing.assert_allclose(float(model.elbo(X, Y > 0)), float(model.elbo(X, Y)), rtol=1e-12)
+    with pytest.raises(gpc.GPClassError, match=r"binary labels y must be in.*y\[0\] = 2"):
+        model.elbo(X, np.full(len(Y), 2.0))
+    with pytest.raises(gpc.GPClassError, match="X has 2 input dimensions but the model's inducing inputs have 3"):
+        model.elbo(X[:, :2], Y)
+    with pytest.raises(gpc.GPClassError, match=r"X contains NaN"):
+        model.elbo(np.where(np.arange(len(X))[:, None] == 4, np.nan, X), Y)
+
+
+def test_svgp_elbo_checks_also_under_a_users_jit_and_grad():
+    model = _svgp_model()
+    grad = jax.jit(jax.grad(lambda m, y: m.elbo(X, y)))
+    gradient = grad(model, Y)
+    assert np.isfinite(float(gradient.q_mu[0]))
+    with pytest.raises(Exception, match="binary labels y must be in"):
+        jax.block_until_ready(grad(model, np.full(len(Y), 2.0)))
+
+
+def test_fit_svgp_refuses_one_class_when_fitting_hyperparameters():
+    # Before: COMPLETED, the signal variance drifting from 1 to 15 (500 steps) and 174 (2000 steps).
+    model, ones = _svgp_model(), np.ones(len(Y))
+    with pytest.raises(gpc.GPClassError, match="fit_svgp: every training label in y is of one class"):
+        gpc.fit_svgp(model, X, ones, key=jax.random.key(0), num_steps=5)
+    fit = gpc.fit_svgp(model, X, ones, key=jax.random.key(0), num_steps=5, fit_hyperparameters=False)
+    assert float(fit.model.kernel.variance) == 1.0
+
+
+@pytest.mark.parametrize("build", [
+    lambda Z: gpc.Sparse(gpc.kernels.SquaredExponential(1.0, 1.0), Z),
+    lambda Z: gpc.SVGP.at_prior(gpc.kernels.SquaredExponential(1.0, 1.0), LIK, Z),
+])
+def test_no_inducing_inputs_is_refused(build):
+    # Before: CONVERGED / COMPLETED with every prediction 0.5.
+    with pytest.raises(gpc.GPClassError, match=r"no inducing inputs \(shape \(0, d\)\)"):
+        build(np.zeros((0, 3)))
