@@ -226,3 +226,11 @@ class LowerBoundSolver(AbstractIterativeSolver):
 
     def finite(self, s: LowerState):
         return all_finite(s.nu)
+
+    def status(self, s: LowerState, converged, num_steps):
+        """As every solver's, but ``IMPRECISE`` for a converged state no exact arithmetic allows: a bound above 0
+        (log Z' <= log p(y|X) <= 0) or a negative posterior variance at a training input.  Rounding produces
+        them in float32 at extreme hyperparameters (a signal variance of 1e12: log Z' = +5e5)."""
+        status = super().status(s, converged, num_steps)
+        impossible = (s.log_z > 0) | jnp.any(s.cov.variance() < 0)
+        return jnp.where((status == Status.CONVERGED) & impossible, Status.IMPRECISE, status)
