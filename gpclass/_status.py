@@ -99,8 +99,9 @@ _MESSAGES = {
         "imprecise: the iterations stopped moving, but the solution does not satisfy its own equation to the "
         "tolerance in this floating-point precision (for Laplace, the residual f - K grad log p(y|f), which is the "
         "error of the predictive mean at the training inputs; for the Jaakkola-Jordan bounds, a bound above 0 or a "
-        "negative posterior variance); the problem is too ill-conditioned for this precision: typically float32 with a large signal variance or long length scales. Compute in float64 "
-        "(jax_enable_x64), or standardise the inputs and start from moderate hyperparameters."
+        "negative posterior variance); the problem is too ill-conditioned for this precision: typically float32 "
+        "with a large signal variance or long length scales. Compute in float64 (jax_enable_x64), or standardise "
+        "the inputs and start from moderate hyperparameters."
     ),
     Status.COMPLETED: (
         "completed: every requested step ran with finite values; the method has no convergence test (stochastic "
