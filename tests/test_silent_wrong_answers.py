@@ -671,3 +671,19 @@ def test_float32_jaakkola_jordan_does_not_converge_to_an_impossible_state(method
         post = gpc.infer(method, kernel, LIK, X32, y32, throw=False)
         status = gpc.Status(int(post.info.status))
     assert status == gpc.Status.IMPRECISE, (status, float(post.log_marginal))
+
+
+# --- label noise and soft labels wrap binary likelihoods only ---------------------------------------------------
+
+@pytest.mark.parametrize("make, name", [
+    (lambda: gpc.likelihoods.SoftLabels(gpc.likelihoods.Ordinal(3)), "Ordinal"),
+    (lambda: gpc.likelihoods.SoftLabels(gpc.likelihoods.Softmax(3)), "Softmax"),
+    (lambda: gpc.likelihoods.SoftLabels(gpc.likelihoods.MultinomialProbit(3)), "MultinomialProbit"),
+    (lambda: gpc.likelihoods.LabelNoise(gpc.likelihoods.Softmax(3), 0.1), "Softmax"),
+    (lambda: gpc.likelihoods.LabelNoise(gpc.likelihoods.Ordinal(3), 0.1), "Ordinal"),
+])
+def test_wrappers_of_binary_likelihoods_refuse_other_bases(make, name):
+    # Before: SoftLabels(Ordinal(3)) ran under Laplace, EP and KL to CONVERGED, reading the soft label's "-1"
+    # as an ordinal class; SoftLabels(Softmax(3)) and LabelNoise(Softmax(3)) failed deep inside with raw errors.
+    with pytest.raises(gpc.GPClassError, match=f"wraps a binary likelihood.*{name} is not one"):
+        make()

@@ -230,3 +230,18 @@ class AbstractLikelihood(eqx.Module):
         lp, d1 = jax.vmap(value_and_slope)(f, y)
         d2 = jax.vmap(curvature)(f, y)
         return lp, d1, -d2
+
+
+def require_binary_base(wrapper: str, base: AbstractLikelihood) -> None:
+    """Refuse a ``base`` that is not a binary likelihood of one latent function (``wrapper`` its name): label
+    noise and soft labels are defined by p(+1|f) and p(-1|f) = 1 - p(+1|f)."""
+    if not isinstance(base, AbstractLikelihood):
+        raise GPClassError(f"{wrapper}: base must be a likelihood (gpc.likelihoods.Logistic(), Probit(), ...); got "
+                           f"{type(base).__name__}.")
+    if not base.binary or getattr(base, "num_latent", 1) != 1:
+        remedy = ("Soft labels of several classes are rows of class probabilities given to "
+                  "gpc.likelihoods.Softmax(C) itself." if wrapper == "SoftLabels" else
+                  "Label noise of several classes is not modelled.")
+        raise GPClassError(f"{wrapper} wraps a binary likelihood (Logistic, Probit, Heaviside, Preference); "
+                           f"{type(base).__name__} is not one. {remedy}")
+

@@ -8,7 +8,7 @@ from .._errors import AT
 from .._exceptions import GPClassError
 from .._types import Array, Float
 from .._validation import as_float, concrete_or_none, parameter_at
-from ._base import AbstractLikelihood
+from ._base import AbstractLikelihood, require_binary_base
 from ._heaviside import Heaviside
 
 _EPSILON_RANGE = (
@@ -44,6 +44,7 @@ class LabelNoise(AbstractLikelihood):
         return self.base.closed_form_tilted
 
     def __check_init__(self):
+        require_binary_base("LabelNoise", self.base)
         value = concrete_or_none(self.epsilon)  # a traced value is checked by parameter_checks
         if value is not None and not np.all((value >= 0) & (value < 0.5)):
             raise GPClassError(_EPSILON_RANGE.replace(AT, f" (got epsilon = {value!s})"))

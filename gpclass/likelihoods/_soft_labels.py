@@ -17,7 +17,7 @@ import numpy as np
 from .._errors import AT
 from .._types import Array, Bool, Float
 from .._validation import Checks, check_label_shape, raise_first_failure
-from ._base import AbstractLikelihood
+from ._base import AbstractLikelihood, require_binary_base
 from ._tilted_quadrature import select_moments, tilted_by_quadrature
 
 
@@ -39,6 +39,9 @@ class SoftLabels(AbstractLikelihood):
     base: AbstractLikelihood
     left_out_label = -1.0  # outside [0, 1]: a case ``mask`` leaves out (``likelihoods._masked``)
     weighted_labels = False  # gpc.infer's weights need the labels +-1
+
+    def __check_init__(self):
+        require_binary_base("SoftLabels", self.base)
 
     @property
     def log_concave(self):
