@@ -657,17 +657,18 @@ def test_no_inducing_inputs_is_refused(build):
 
 # --- Jaakkola-Jordan in float32 at extreme hyperparameters ------------------------------------------------------
 
-@pytest.mark.parametrize("method, lengthscale", [
-    (gpc.JaakkolaJordan(), 1e-8),       # before: CONVERGED, log Z' = +5.2e5 (a lower bound on log p(y) <= 0)
-    (gpc.JaakkolaJordanUpper(), 1e-8),  # before: CONVERGED, log Z'' = +3.75e12 (its minimum is at most 0)
-    (gpc.JaakkolaJordan(), 1e8),        # before: CONVERGED, negative posterior variances, NaN predictions
+@pytest.mark.parametrize("method, lengthscale, variance", [
+    (gpc.JaakkolaJordan(), 1e-8, 1e12),       # before: CONVERGED, log Z' = +5.2e5 (a lower bound of log p(y) <= 0)
+    (gpc.JaakkolaJordanUpper(), 1e-8, 1e12),  # before: CONVERGED, log Z'' = +3.75e12 (its minimum is at most 0)
+    (gpc.JaakkolaJordan(), 1e8, 1e12),        # before: CONVERGED, negative posterior variances, NaN predictions
+    (gpc.JaakkolaJordan(), 1e-8, 1e8),        # before: CONVERGED at -276 (float64 reaches -140): Sigma rounded to 0
 ])
-def test_float32_jaakkola_jordan_does_not_converge_to_an_impossible_state(method, lengthscale):
+def test_float32_jaakkola_jordan_does_not_converge_to_an_impossible_state(method, lengthscale, variance):
     rng = np.random.default_rng(0)
     X32 = rng.normal(size=(30, 2)).astype(np.float32)
     y32 = np.where(X32[:, 0] + 0.3 * rng.normal(size=30) > 0, 1.0, -1.0).astype(np.float32)
     with jax.enable_x64(False):
-        kernel = gpc.kernels.SquaredExponential(np.float32(1e12), np.float32(lengthscale))
+        kernel = gpc.kernels.SquaredExponential(np.float32(variance), np.float32(lengthscale))
         post = gpc.infer(method, kernel, LIK, X32, y32, throw=False)
         status = gpc.Status(int(post.info.status))
     assert status == gpc.Status.IMPRECISE, (status, float(post.log_marginal))

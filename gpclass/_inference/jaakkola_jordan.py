@@ -228,9 +228,18 @@ class LowerBoundSolver(AbstractIterativeSolver):
         return all_finite(s.nu)
 
     def status(self, s: LowerState, converged, num_steps):
-        """As every solver's, but ``IMPRECISE`` for a converged state no exact arithmetic allows: a bound above 0
-        (log Z' <= log p(y|X) <= 0) or a negative posterior variance at a training input.  Rounding produces
-        them in float32 at extreme hyperparameters (a signal variance of 1e12: log Z' = +5e5)."""
+        """As every solver's, but ``IMPRECISE`` for a converged state that exact arithmetic rules out: a bound
+        above 0 (log Z' <= log p(y|X) <= 0), a negative posterior variance at a training input, or the bound's
+        d^T Sigma d below its floor (d^T K d)^2 / (d^T K d + d^T K W K d) by more than sqrt(tol) (Sigma =
+        (K^-1 + W)^-1, d = y / 2: the variational form d^T Sigma d = max_x 2 d^T x - x^T Sigma^-1 x at
+        x = c K d).  Rounding produces them in float32 at extreme hyperparameters: at a signal variance of 1e12,
+        log Z' = +5e5; at 1e8, Sigma = K - K W^1/2 B^-1 W^1/2 K cancels to 0 where it is 4, and nu = 0 then
+        looks stationary at a bound of -276 with -140 within reach."""
         status = super().status(s, converged, num_steps)
-        impossible = (s.log_z > 0) | jnp.any(s.cov.variance() < 0)
+        d = 0.5 * self.y
+        k_d = self.op.mv(d)
+        d_k_d = jnp.dot(d, k_d)
+        floor = d_k_d**2 / (d_k_d + jnp.dot(k_d, 2.0 * jj_lambda(s.nu) * k_d))
+        too_small = s.cov.quadratic(d) < floor * (1.0 - jnp.sqrt(self.tol))
+        impossible = (s.log_z > 0) | jnp.any(s.cov.variance() < 0) | too_small
         return jnp.where((status == Status.CONVERGED) & impossible, Status.IMPRECISE, status)
