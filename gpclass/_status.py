@@ -190,6 +190,11 @@ _SAMPLER = {
         "converged as a sampler can: {criterion}. {who} has no convergence test: judge its mixing from "
         "posterior.info (acceptance rate) and by comparing independent runs."
     ),
+    Status.STALLED: (
+        "stalled: a chain stood still, every one of its kept samples the same point (HMC rejected every proposal: "
+        "see posterior.info.acceptance_rate), so its samples are its starting point, not draws of the posterior. "
+        "Lower the HMC step_size, or use gpc.samplers.EllipticalSlice() (it always moves)."
+    ),
     Status.FAILED: (
         "failed: not every value is finite (the test: {criterion}). With HMC lower the step_size; standardise the "
         "inputs and start from moderate hyperparameters. MCMC's chains start at f = 0 unless init= is given: with a "

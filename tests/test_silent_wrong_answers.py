@@ -688,3 +688,18 @@ def test_wrappers_of_binary_likelihoods_refuse_other_bases(make, name):
     # as an ordinal class; SoftLabels(Softmax(3)) and LabelNoise(Softmax(3)) failed deep inside with raw errors.
     with pytest.raises(gpc.GPClassError, match=f"wraps a binary likelihood.*{name} is not one"):
         make()
+
+
+def test_mcmc_whose_chain_stood_still_is_stalled():
+    # Before: HMC with step_size 100 rejected every proposal (acceptance rate 0.0) and reported CONVERGED, its
+    # "samples" the chains' starting point f = 0 (every probability 1/2).
+    def run(step_size):
+        method = gpc.MCMC(sampler=gpc.samplers.HMC(step_size=step_size, num_leapfrog=20), num_samples=50,
+                          num_warmup=10, num_chains=2)
+        return gpc.infer(method, gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X, Y, key=jax.random.key(0),
+                         throw=False)
+
+    stuck, moving = run(100.0), run(0.1)
+    assert float(stuck.info.acceptance_rate) == 0.0
+    assert gpc.Status(int(stuck.info.status)) == gpc.Status.STALLED
+    assert gpc.Status(int(moving.info.status)) == gpc.Status.CONVERGED

@@ -138,6 +138,8 @@ class MCMC(AbstractInference):
         # A kept sample where log p(y|f) is -inf has posterior density zero: a chain that never entered the
         # likelihood's support (a step likelihood from f = 0) stays put and would pass for a posterior.
         status = jnp.where(jnp.all(jnp.isfinite(log_likelihoods)), finite_status(samples), Status.FAILED)
+        # A chain whose kept samples are all one point (HMC rejecting every proposal) gives its start, not draws.
+        status = jnp.where((status == Status.CONVERGED) & _a_chain_stood_still(positions), Status.STALLED, status)
         acceptance, evaluations = acceptance_summary(info)
         nan = jnp.asarray(jnp.nan, K.dtype)
         return sample_posterior(
@@ -151,3 +153,12 @@ class MCMC(AbstractInference):
             ),
             warm_start=lax.stop_gradient(last),
         )
+
+
+def _a_chain_stood_still(positions) -> jax.Array:
+    """Whether some chain's kept positions (num_chains, num_samples, ...) are all equal, with two or more kept."""
+    if positions.shape[1] < 2:
+        return jnp.asarray(False)
+    still = jnp.all((positions == positions[:, :1]).reshape(positions.shape[0], -1), axis=1)
+    return jnp.any(still)
+
