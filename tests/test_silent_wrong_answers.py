@@ -703,3 +703,22 @@ def test_mcmc_whose_chain_stood_still_is_stalled():
     assert float(stuck.info.acceptance_rate) == 0.0
     assert gpc.Status(int(stuck.info.status)) == gpc.Status.STALLED
     assert gpc.Status(int(moving.info.status)) == gpc.Status.CONVERGED
+
+
+def test_a_warm_start_of_other_data_or_another_method_is_refused():
+    # Before: raw JAX shape errors from deep inside (dot_general, broadcasting, "cannot be concatenated").
+    kernel, probit = gpc.kernels.SquaredExponential(1.0, 1.0), gpc.likelihoods.Probit()
+    laplace = gpc.infer(gpc.Laplace(), kernel, LIK, X, Y)
+    ep = gpc.infer(gpc.EP(), kernel, probit, X, Y)
+    n = len(Y)
+    for call, message in [
+        (lambda: gpc.infer(gpc.Laplace(), kernel, LIK, X[:-1], Y[:-1], init=laplace.warm_start),
+         rf"warm start of Laplace on these {n - 1} cases, shaped \({n - 1},\); got \({n},\)"),
+        (lambda: gpc.infer(gpc.EP(), kernel, probit, X[:-1], Y[:-1], init=ep.warm_start), "warm start of EP"),
+        (lambda: gpc.infer(gpc.Laplace(), kernel, LIK, X, Y, init=ep.warm_start), "warm start of Laplace"),
+        (lambda: gpc.infer(gpc.EP(), kernel, probit, X, Y, init=laplace.warm_start), "warm start of EP"),
+    ]:
+        with pytest.raises(gpc.GPClassError, match=message):
+            call()
+    again = gpc.infer(gpc.Laplace(), kernel, LIK, X, Y, init=laplace.warm_start)  # its own: accepted
+    np.testing.assert_allclose(float(again.log_marginal), float(laplace.log_marginal), rtol=1e-10)

@@ -1,5 +1,6 @@
 """The single entry point shared by every inference method."""
 
+import jax
 import jax.numpy as jnp
 
 from .._errors import AT, entry_point
@@ -195,4 +196,32 @@ def solve(method, op, likelihood, y, init, key=None, checks=None):
             f"which needs {getattr(likelihood, 'multiclass_methods', 'gpc.Laplace()')}."
         )
     op.check_latent(likelihood.num_latent)
+    if init is not None and checks is not None:  # a user's warm start (gpc.fit's own are the method's by construction)
+        _check_warm_start(method, op, likelihood, y, init, key)
     return method.solve(op, likelihood, y, init, key)
+
+
+def _check_warm_start(method, op, likelihood, y, init, key) -> None:
+    """Refuse an ``init`` whose shapes are not those of the method's own ``warm_start`` on these data (another
+    method's, or one of another number of cases: raw shape errors from deep inside before).  The expected shapes
+    come from tracing the method without a warm start (``jax.eval_shape``: no computation)."""
+    expected = jax.eval_shape(lambda: method.solve(op, likelihood, y, None, key).warm_start)
+
+    def shapes(tree):
+        return jax.tree.map(lambda leaf: tuple(jnp.shape(leaf)), tree)
+
+    try:
+        same = shapes(init) == shapes(expected)
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        try:  # a method that checks its own warm starts says more (MCMC's whitened latents, KL's sites)
+            jax.eval_shape(lambda: method.solve(op, likelihood, y, init, key))
+        except GPClassError:
+            raise
+        except Exception:  # noqa: BLE001 - the shape error from deep inside that this check replaces
+            pass
+        raise GPClassError(
+            f"init must be a warm start of {type(method).__name__} on these {y.shape[0]} cases, shaped "
+            f"{shapes(expected)}; got {shapes(init)}. Pass posterior.warm_start from the same method and data "
+            "(after dropping or adding cases, start without init=).")
