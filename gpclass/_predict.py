@@ -41,7 +41,8 @@ def predict_latent(posterior: AbstractPosterior, X_test):
         >>> print(np.asarray(mean).round(2), bool(jnp.all(var > 0)))
         [0.78 0.65 0.8 ] True
     """
-    return posterior._latent(_check_test_inputs(posterior, X_test))
+    X_test = _check_test_inputs(posterior, X_test)
+    return posterior._latent(X_test)
 
 
 def _check_test_inputs(posterior, X_test):
@@ -51,12 +52,31 @@ def _check_test_inputs(posterior, X_test):
     empty array of the usual trailing shape), and a loop over test batches
     may end with an empty batch.
     """
+    _check_posterior(posterior)
     X_test = check_inputs(X_test, "X_test", allow_empty=True)
     d = posterior.input_dim
     if X_test.shape[1] != d:
         raise GPClassError(f"X_test has {X_test.shape[1]} input dimensions but the training inputs have {d}: pass test "
                            f"inputs with the same {d} columns (and preprocessing) as the training inputs.")
     return X_test
+
+
+_RESULT_FIELDS = {"FitResult": "result.posterior", "EMEPResult": "result.posterior", "SVGPFit": "fit.model"}
+
+
+def _check_posterior(posterior) -> None:
+    """A posterior of one problem: not a fit's result (which holds one), and not a batch of them (a vmapped
+    ``gpc.infer``), whose inputs have a leading batch axis."""
+    name = type(posterior).__name__
+    if not isinstance(posterior, AbstractPosterior):
+        field = _RESULT_FIELDS.get(name)
+        raise GPClassError(f"predictions need a posterior (gpc.infer's result) or an SVGP model; got {name}"
+                           + (f": pass {field}." if field else "."))
+    inputs = getattr(posterior, "X", getattr(posterior, "inducing", None))
+    if inputs is not None and inputs.ndim > 2:
+        raise GPClassError(f"this {name} holds a batch of {inputs.shape[0]} problems (from gpc.infer under jax.vmap: "
+                           "its arrays have a leading batch axis); predict under jax.vmap too, e.g. "
+                           "jax.vmap(gpc.predict, in_axes=(0, None))(posterior, X_test).")
 
 
 @entry_point
@@ -109,6 +129,7 @@ def predict(
     ``gpc.predict(post, X_test, key=jax.random.key(0))``; ``integrator=gpc.integrators.MeanField()``
     is deterministic (:class:`gpclass.SoftmaxPosterior` shows both).
     """
+    _check_posterior(posterior)
     if approximation is not None:
         replacement = _REPLACEMENTS.get(approximation, "an object of gpc.integrators")
         raise GPClassError(f"predict(approximation={approximation!r}) is now predict(integrator={replacement}).")

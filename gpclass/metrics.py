@@ -38,8 +38,10 @@ import jax.numpy as jnp
 from jax.scipy.special import entr
 
 from . import _exceptions
-from ._errors import AT, entry_point
-from ._validation import Checks, _binary_label_failures
+from ._errors import AT as _AT
+from ._errors import entry_point as _entry_point
+from ._validation import Checks as _Checks
+from ._validation import _binary_label_failures
 
 _LN2 = math.log(2.0)
 
@@ -61,12 +63,12 @@ def _checked(y, p, name: str = "y"):
                                        f"{y.shape}" + (": flatten it, np.ravel(y)." if y.size == p.shape[0] else "."))
     if not jnp.issubdtype(p.dtype, jnp.floating):
         p = p.astype(jnp.result_type(float))
-    checks = Checks()
-    checks.fail_if(~((p >= 0) & (p <= 1)), f"p must hold probabilities in [0, 1]{AT}; NaN and scores are not "
+    checks = _Checks()
+    checks.fail_if(~((p >= 0) & (p <= 1)), f"p must hold probabilities in [0, 1]{_AT}; NaN and scores are not "
                    "probabilities.", at=("the first that is not: p[{index}] = {value}", p))
     if p.ndim == 2:
         checks.fail_if(jnp.abs(jnp.sum(p, axis=1) - 1.0) > 1e-3, f"each row of p must sum to 1 (class "
-                       f"probabilities){AT}.", at=("the first that does not: row {index} sums to {value}",
+                       f"probabilities){_AT}.", at=("the first that does not: row {index} sums to {value}",
                                                    jnp.sum(p, axis=1)))
     labels = _binary(y, checks, name) if p.ndim == 1 else _class_index(y, p.shape[1], checks, name)
     return checks.attach((labels, p))
@@ -91,12 +93,12 @@ def _class_index(y, num_classes: int, checks, name):
                                        f"got dtype {y.dtype}.")
     if num_classes == 2:
         checks.fail_if((y == -1) & jnp.any(y == 0), f"labels {name} mix the codings {{0, 1}} and {{-1, +1}}: both 0 "
-                       f"and -1 occur{AT}.", at=(f"the first -1 at {name}[{{index}}]", y))
+                       f"and -1 occur{_AT}.", at=(f"the first -1 at {name}[{{index}}]", y))
         y = jnp.where(y == -1, 0, y)
     whole = y == jnp.round(y) if jnp.issubdtype(y.dtype, jnp.floating) else jnp.ones(y.shape, bool)
     also = " (or -1, +1 for the two columns in that order)" if num_classes == 2 else ""
     checks.fail_if(~(whole & (y >= 0) & (y < num_classes)), f"class labels {name} must be whole numbers "
-                   f"0..{num_classes - 1}{also}, the columns of p{AT}.",
+                   f"0..{num_classes - 1}{also}, the columns of p{_AT}.",
                    at=(f"the first that is not: {name}[{{index}}] = {{value}}", y))
     return jnp.clip(jnp.nan_to_num(y), 0, num_classes - 1).astype(jnp.int32)
 
@@ -109,7 +111,7 @@ def _log_prob_true(y, p):
     return jnp.log(jnp.take_along_axis(p, y[:, None], axis=1)[:, 0])
 
 
-@entry_point
+@_entry_point
 def error_rate(y, p):
     """Fraction of misclassified test cases.
 
@@ -138,7 +140,7 @@ def _train_entropy_bits(y_train, p):
     if y_train.ndim != 1:
         raise _exceptions.GPClassError(f"y_train must have shape (n,), one label per training case; got shape "
                                        f"{y_train.shape}.")
-    checks = Checks()
+    checks = _Checks()
     if p.ndim == 1:
         pi = jnp.mean((_binary(y_train, checks, "y_train") > 0).astype(p.dtype))
         freqs = jnp.stack([pi, 1.0 - pi])
@@ -148,7 +150,7 @@ def _train_entropy_bits(y_train, p):
     return checks.attach(jnp.sum(entr(freqs)) / _LN2)
 
 
-@entry_point
+@_entry_point
 def information_bits(y, p, y_train):
     """Average information about the test labels in bits, beyond the base rate.
 
@@ -183,7 +185,7 @@ def information_bits(y, p, y_train):
     return jnp.mean(_log_prob_true(y, p)) / _LN2 + _train_entropy_bits(y_train, p)
 
 
-@entry_point
+@_entry_point
 def mean_negative_log_probability(y, p):
     """Mean negative log predictive probability (natural log) of the true labels.
 
@@ -209,7 +211,7 @@ def _one_hot(y, p):
     return (y[:, None] == jnp.arange(p.shape[1])).astype(p.dtype), p
 
 
-@entry_point
+@_entry_point
 def brier_score(y, p):
     """The Brier score (Brier 1950): the mean squared difference between the predicted probabilities and the
     outcome.  Binary: ``mean_i (p_i - 1{y_i = +1})^2``; multi-class: ``mean_i sum_c (p_ic - 1{y_i = c})^2``
@@ -243,7 +245,7 @@ def _bin_means(index, values, num_bins: int):
     return counts, means
 
 
-@entry_point
+@_entry_point
 def reliability(y, p, num_bins: int = 10):
     """The points of a reliability diagram: for ``num_bins`` equal bins of predicted probability on [0, 1], the
     mean predicted probability, the observed frequency of the event and the number of cases, per bin.
@@ -270,7 +272,7 @@ def reliability(y, p, num_bins: int = 10):
             jnp.stack([m[0] for m in per_class]))
 
 
-@entry_point
+@_entry_point
 def expected_calibration_error(y, p, num_bins: int = 10):
     """The expected calibration error of the predicted class (Guo et al. 2017, eq. 3):
     ``sum_b (n_b / n) |accuracy_b - confidence_b|`` over ``num_bins`` equal bins of the confidence on [0, 1],

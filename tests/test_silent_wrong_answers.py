@@ -722,3 +722,22 @@ def test_a_warm_start_of_other_data_or_another_method_is_refused():
             call()
     again = gpc.infer(gpc.Laplace(), kernel, LIK, X, Y, init=laplace.warm_start)  # its own: accepted
     np.testing.assert_allclose(float(again.log_marginal), float(laplace.log_marginal), rtol=1e-10)
+
+
+def test_predict_on_what_is_not_one_posterior_says_what_to_pass():
+    # Before: AttributeError ('FitResult' object has no attribute '_probability', ...), and for a vmapped posterior
+    # "X_test has 3 input dimensions but the training inputs have 40".
+    kernel = gpc.kernels.SquaredExponential(1.0, 1.0)
+    result = gpc.fit(gpc.Laplace(), kernel, LIK, X, Y)
+    svgp = gpc.fit_svgp(_svgp_model(), X, Y, key=jax.random.key(0), num_steps=2)
+    for what, message in [(result, "got FitResult: pass result.posterior"), (svgp, "got SVGPFit: pass fit.model"),
+                          (kernel, "got SquaredExponential")]:
+        for call in (gpc.predict, gpc.predict_latent):
+            with pytest.raises(gpc.GPClassError, match=message):
+                call(what, X_TEST)
+    batch = jax.vmap(lambda y: gpc.infer(gpc.Laplace(), kernel, LIK, X, y))(np.stack([Y, -Y]))
+    with pytest.raises(gpc.GPClassError, match="holds a batch of 2 problems"):
+        gpc.predict(batch, X_TEST)
+    p = jax.vmap(gpc.predict, in_axes=(0, None))(batch, X_TEST)  # the way the message gives
+    single = gpc.infer(gpc.Laplace(), kernel, LIK, X, Y)
+    np.testing.assert_allclose(np.asarray(p[0]), np.asarray(gpc.predict(single, X_TEST)), rtol=1e-9)
