@@ -58,7 +58,7 @@ from ._iterate import AbstractIterativeSolver, run, tolerance
 from ._progress import Progress, as_progress, due, every_for, report
 from ._status import Status, raise_unless_successful, successful
 from ._types import Array, Float, Int
-from ._validation import Checks, check_inputs, check_two_classes, require_setting
+from ._validation import Checks, check_inputs, check_two_classes, require_optimizer, require_setting
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood
 
@@ -265,6 +265,7 @@ def fit(
     check_start_in_box(params, z0, lo, hi, bounds, checks)
     X, y, z0 = checks.attach((X, y, box.snap(z0, lo, hi)))
 
+    require_optimizer("fit", optimizer, default="box-aware L-BFGS")
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
     every = None if progress is None else every_for(progress, max_steps)
     result = run(MarginalLikelihoodAscent(

@@ -5,7 +5,7 @@ from ._errors import entry_point
 from ._exceptions import GPClassError
 from ._inference._posterior import AbstractPosterior
 from ._types import Array, Float
-from ._validation import check_inputs
+from ._validation import check_inputs, require_key
 from .integrators import AbstractIntegrator
 
 
@@ -130,6 +130,7 @@ def predict(
     is deterministic (:class:`gpclass.SoftmaxPosterior` shows both).
     """
     _check_posterior(posterior)
+    require_key("predict", key, optional=True)
     if approximation is not None:
         replacement = _REPLACEMENTS.get(approximation, "an object of gpc.integrators")
         raise GPClassError(f"predict(approximation={approximation!r}) is now predict(integrator={replacement}).")

@@ -22,7 +22,7 @@ from ._progress import Progress, as_progress, every_for
 from ._status import Status
 from ._svgp import SVGP
 from ._types import Array, Float, Int
-from ._validation import Checks, check_label_shape, host_class_indices, require_setting
+from ._validation import Checks, check_label_shape, host_class_indices, require_key, require_optimizer, require_setting
 
 
 class SVGPFit(eqx.Module):
@@ -138,6 +138,8 @@ def fit_svgp(
         [0.8 0.8 0.8]
     """
     require_setting("fit_svgp", "num_steps", num_steps, low=1, low_open=False, integer=True)
+    require_key("fit_svgp", key)
+    require_optimizer("fit_svgp", optimizer, default="optax.adam(0.01)")
     checkpoint = model if isinstance(model, SVGPFit) else None
     model = model.model if checkpoint is not None else model
     require_setting("fit_svgp", "print_every", print_every, low=1, low_open=False, integer=True, optional=True)

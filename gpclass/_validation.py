@@ -403,3 +403,25 @@ def as_float(value) -> Array:
     if not jnp.issubdtype(value.dtype, jnp.inexact):
         value = value.astype(jnp.result_type(float))
     return value
+
+
+def require_key(who: str, key, *, optional: bool = False) -> None:
+    """A JAX PRNG key (or an array of them): a typed key from ``jax.random.key`` or a raw uint32 one from
+    ``jax.random.PRNGKey``, else an error naming ``who``; ``None`` passes when ``optional``."""
+    if key is None and optional:
+        return
+    dtype = getattr(key, "dtype", None)
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    raw = dtype == np.uint32 and np.shape(key)[-1:] == (2,)
+    if not (typed or raw):
+        shown = repr(key) if len(repr(key)) <= 40 else f"{type(key).__name__}"
+        raise GPClassError(f"{who}: key must be a JAX PRNG key, e.g. key=jax.random.key(0); got {shown}.")
+
+
+def require_optimizer(who: str, optimizer, *, default: str) -> None:
+    """An optax transformation (anything with ``init`` and ``update``) or None, else an error naming ``who``."""
+    if optimizer is not None and not (callable(getattr(optimizer, "init", None))
+                                      and callable(getattr(optimizer, "update", None))):
+        raise GPClassError(f"{who}: optimizer must be an optax transformation, e.g. optax.adam(0.01), or None "
+                           f"({default}); got {optimizer!r}.")
+

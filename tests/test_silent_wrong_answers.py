@@ -741,3 +741,29 @@ def test_predict_on_what_is_not_one_posterior_says_what_to_pass():
     p = jax.vmap(gpc.predict, in_axes=(0, None))(batch, X_TEST)  # the way the message gives
     single = gpc.infer(gpc.Laplace(), kernel, LIK, X, Y)
     np.testing.assert_allclose(np.asarray(p[0]), np.asarray(gpc.predict(single, X_TEST)), rtol=1e-9)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X, Y, optimizer="adam"),
+     "fit: optimizer must be an optax transformation.*got 'adam'"),
+    (lambda: gpc.fit_svgp(_svgp_model(), X, Y, key=jax.random.key(0), num_steps=2, optimizer="adam"),
+     "fit_svgp: optimizer must be an optax transformation"),
+    (lambda: gpc.fit_svgp(_svgp_model(), X, Y, key=None, num_steps=2), "fit_svgp: key must be a JAX PRNG key.*None"),
+    (lambda: gpc.fit_svgp(_svgp_model(), X, Y, key=0, num_steps=2), "fit_svgp: key must be a JAX PRNG key.*got 0"),
+    (lambda: gpc.infer(gpc.MCMC(num_samples=2, num_warmup=1), gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X, Y,
+                       key=0), "infer: key must be a JAX PRNG key"),
+    (lambda: gpc.predict(gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 1.0), gpc.likelihoods.Softmax(2),
+                                   X, (Y > 0).astype(int)), X_TEST, key=0), "predict: key must be a JAX PRNG key"),
+])
+def test_a_key_or_optimizer_of_the_wrong_kind_is_named(call, message):
+    # Before: AttributeError ('str' object has no attribute 'init') and TypeErrors from JAX's PRNG.
+    with pytest.raises(gpc.GPClassError, match=message):
+        call()
+
+
+def test_raw_and_typed_keys_are_both_accepted():
+    post = gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 1.0), gpc.likelihoods.Softmax(2), X,
+                     (Y > 0).astype(int))
+    typed = gpc.predict(post, X_TEST, key=jax.random.key(3))
+    raw = gpc.predict(post, X_TEST, key=jax.random.PRNGKey(3))
+    np.testing.assert_allclose(np.asarray(typed), np.asarray(raw), rtol=1e-12)

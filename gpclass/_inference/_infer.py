@@ -7,7 +7,7 @@ from .._errors import AT, entry_point
 from .._exceptions import GPClassError
 from .._sparse import Sparse
 from .._status import raise_unless_successful
-from .._validation import Checks, check_inputs
+from .._validation import Checks, check_inputs, require_key
 from ..kernels import AbstractKernel
 from ..likelihoods import AbstractLikelihood
 from ..likelihoods._masked import Masked
@@ -97,6 +97,7 @@ def infer(
         >>> print(np.asarray(gpc.predict(post, X[:3])).round(2))  # p(y = +1) at three inputs
         [0.68 0.65 0.68]
     """
+    require_key("infer", key, optional=True)
     checks = Checks()
     X = check_inputs(X, checks=checks)
     y = likelihood.check_labels(y, X.shape[0], X.dtype, checks)
