@@ -273,6 +273,12 @@ def _sync_directory(directory: str) -> None:
         os.close(fd)
 
 
+def _unbuilt(error, header) -> GPClassError:
+    return GPClassError(f"load: the object's structure could not be rebuilt ({type(error).__name__}: {error}); the "
+                        f"file is corrupted or was written by a gpclass ({header.get('gpclass_version')}) whose "
+                        "classes differ from this one's.")
+
+
 def load(path) -> Any:
     """The object :func:`save` wrote to ``path`` (a path or a binary file), its arrays on the default device.
 
@@ -305,10 +311,16 @@ def load(path) -> Any:
             raise GPClassError("load: the skeleton's SHA-256 digest does not match the header's; the file is damaged.")
         try:
             skeleton = pickle.loads(skeleton_bytes)
+        except (AttributeError, ImportError) as e:
+            if header["format_version"] < 2:
+                raise _unbuilt(e, header) from e
+            raise GPClassError(f"load: the file is intact (its digest matches) but holds an object of a class this "
+                               f"process cannot import ({type(e).__name__}: {e}): a class of your own (a kernel or "
+                               "likelihood defined in a script run as __main__ or in a notebook) must be importable "
+                               "where the file is loaded; define it in a module and import that module before "
+                               "gpc.load.") from e
         except Exception as e:
-            raise GPClassError(f"load: the object's structure could not be rebuilt ({type(e).__name__}: {e}); the file "
-                               f"is corrupted or was written by a gpclass ({header.get('gpclass_version')}) whose "
-                               "classes differ from this one's.") from e
+            raise _unbuilt(e, header) from e
         slots = [leaf.index for leaf in jax.tree.leaves(skeleton, is_leaf=_is_slot) if _is_slot(leaf)]
         if sorted(slots) != list(range(len(specs))):
             raise GPClassError(f"load: structure mismatch: the skeleton has {len(slots)} array slots, the header "

@@ -277,3 +277,27 @@ def test_a_posterior_saved_before_the_redesign_loads_and_predicts_the_same():
     saved = np.load(os.path.join(directory, "laplace_posterior_format_2_before_redesign.npz"))
     assert isinstance(post, gpc.GaussianPosterior)
     np.testing.assert_allclose(post.predict(saved["X"]), saved["p"], rtol=1e-14, atol=0)
+
+
+def test_a_file_holding_a_class_this_process_cannot_import_is_not_called_corrupted(tmp_path):
+    # Before: "the file is corrupted or was written by a gpclass whose classes differ", for an intact file whose
+    # kernel class was defined in the saving script's __main__.
+    script = textwrap.dedent(
+        f"""
+        import jax, jax.numpy as jnp, numpy as np
+        import gpclass as gpc
+
+        class MyKernel(gpc.kernels.AbstractKernel):
+            v: jax.Array
+
+            def evaluate(self, a, b):
+                return self.v * jnp.exp(-jnp.sum((a - b) ** 2))
+
+        X = np.linspace(-1.0, 1.0, 8)[:, None]
+        gpc.save({str(tmp_path / "custom.gpc")!r}, gpc.infer(gpc.Laplace(), MyKernel(jnp.asarray(1.0)),
+                 gpc.likelihoods.Logistic(), X, np.sign(X[:, 0] + 0.1)))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    with pytest.raises(ValueError, match="the file is intact .* cannot import .*MyKernel.*define it in a module"):
+        load(tmp_path / "custom.gpc")
