@@ -44,7 +44,7 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from . import _dense as dense
-from ._errors import entry_point
+from ._errors import AT, entry_point
 from ._exceptions import GPClassError
 from ._inference._posterior import AbstractPosterior
 from ._inverse_factor import cholesky as recursive_cholesky
@@ -118,6 +118,10 @@ class SVGP(AbstractPosterior):
                 f"q_sqrt of shape (C, m, m) = ({C}, {m}, {m}); got {self.inducing.shape}, {self.q_mu.shape} and "
                 f"{self.q_sqrt.shape}."
             )
+        if not self.likelihood.finite_expected_log_prob:
+            raise GPClassError(f"SVGP: with {type(self.likelihood).__name__} the ELBO is -inf for every q(f) of "
+                               "positive variance (E_q[log H(y f)] = -inf once q puts mass on the wrong side): use "
+                               "gpc.likelihoods.LabelNoise(Heaviside(), epsilon) or Probit(), or EP with gpc.infer.")
         if m == 0:
             raise GPClassError("SVGP: no inducing inputs (shape (0, d)): q(f) would be zero, every prediction 1/2. "
                                "Pass at least one row, e.g. a subset of the training inputs.")
@@ -223,10 +227,17 @@ class SVGP(AbstractPosterior):
         """:meth:`elbo` of data checked already (``fit_svgp`` checks them on the host, once)."""
         return self._elbo_from_moments(*self._training_moments(X), y, num_data, key)
 
+    def _inducing_checks(self, checks) -> None:
+        """Add the check that the inducing inputs Z are finite to ``checks``."""
+        checks.fail_if(~jnp.isfinite(self.inducing), f"SVGP: the inducing inputs Z contain NaN or infinite values{AT}; "
+                       "check Z (e.g. choose it among the rows of X).",
+                       at=("the first: Z[{index}] = {value}", self.inducing))
+
     def _checked_batch(self, X, y, checks):
         """(X, y) of a batch as :meth:`elbo` takes them, their values' checks added to ``checks``: X finite with
         Z's columns, y coded as the data term reads it (fit_svgp's ``_check_data`` on the device)."""
         X = check_inputs(X, checks=checks)
+        self._inducing_checks(checks)
         if X.shape[1] != self.inducing.shape[1]:
             raise GPClassError(f"X has {X.shape[1]} input dimensions but the model's inducing inputs have "
                                f"{self.inducing.shape[1]}.")

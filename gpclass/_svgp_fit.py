@@ -165,6 +165,7 @@ def fit_svgp(
     to_free, _ = parameter_transforms(params, (model.kernel, model.likelihood), "fit_svgp")
     checks = Checks()
     theta = to_free(params, checks)
+    model._inducing_checks(checks)
     checks.raise_now()  # the parameters are concrete here: the error names the value
     trainable = dict(theta=theta, inducing=model.inducing, q_mu=model.q_mu, q_sqrt=model.q_sqrt)
     natural = natural_gradient_step is not None

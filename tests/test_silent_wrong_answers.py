@@ -767,3 +767,17 @@ def test_raw_and_typed_keys_are_both_accepted():
     typed = gpc.predict(post, X_TEST, key=jax.random.key(3))
     raw = gpc.predict(post, X_TEST, key=jax.random.PRNGKey(3))
     np.testing.assert_allclose(np.asarray(typed), np.asarray(raw), rtol=1e-12)
+
+
+def test_svgp_names_a_heaviside_likelihood_and_nan_inducing_inputs():
+    # Before: fit_svgp FAILED with "lower the optimiser's learning rate" for both.
+    kernel = gpc.kernels.SquaredExponential(1.0, 1.0)
+    with pytest.raises(gpc.GPClassError, match="SVGP: with Heaviside the ELBO is -inf"):
+        gpc.SVGP.at_prior(kernel, gpc.likelihoods.Heaviside(), X[:6])
+    gpc.SVGP.at_prior(kernel, gpc.likelihoods.LabelNoise(gpc.likelihoods.Heaviside(), 0.1), X[:6])  # accepted
+    Z = X[:6].copy()
+    Z[2, 1] = np.nan
+    model = gpc.SVGP.at_prior(kernel, LIK, Z)
+    for call in (lambda: gpc.fit_svgp(model, X, Y, key=jax.random.key(0), num_steps=2), lambda: model.elbo(X, Y)):
+        with pytest.raises(gpc.GPClassError, match=r"inducing inputs Z contain NaN.*Z\[2, 1\] = nan"):
+            call()

@@ -57,6 +57,7 @@ class AbstractLikelihood(eqx.Module):
     """
 
     log_concave = True
+    finite_expected_log_prob = True  # E_q[log p(y|f)] > -inf for a Gaussian q of positive variance (SVGP's ELBO)
     num_latent = 1  # latent functions per case (the softmax has C)
     binary = True  # labels +-1, predictive_probability p(y* = +1) of shape (m,); Ordinal: False, (m, K)
     left_out_label = 0.0  # the label gpc.infer's mask gives a left-out case (``likelihoods._masked``)

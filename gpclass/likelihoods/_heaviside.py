@@ -31,6 +31,7 @@ class Heaviside(AbstractLikelihood):
     """
 
     log_concave = False
+    finite_expected_log_prob = False  # -inf as soon as q puts mass on the wrong side
     closed_form_tilted = True
 
     def log_prob(self, y, f):

@@ -33,6 +33,10 @@ class Masked(AbstractLikelihood):
         return self.base.log_concave
 
     @property
+    def finite_expected_log_prob(self):
+        return self.base.finite_expected_log_prob
+
+    @property
     def closed_form_tilted(self):
         return self.base.closed_form_tilted
 

@@ -47,6 +47,10 @@ class SoftLabels(AbstractLikelihood):
     def log_concave(self):
         return self.base.log_concave
 
+    @property
+    def finite_expected_log_prob(self):
+        return self.base.finite_expected_log_prob
+
     def check_labels(self, y, n: int, dtype, checks: Checks | None = None) -> Float[Array, " n"]:
         """Probabilities of the class +1: numbers in [0, 1] (booleans accepted) of shape (n,)."""
         y = jnp.asarray(y)

@@ -40,6 +40,10 @@ class Weighted(AbstractLikelihood):
     def log_concave(self):
         return self.base.log_concave
 
+    @property
+    def finite_expected_log_prob(self):
+        return self.base.finite_expected_log_prob
+
     @staticmethod
     def _split(y):
         """(class +-1, weight >= 0) of each label."""
