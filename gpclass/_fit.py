@@ -237,6 +237,7 @@ def fit(
     require_setting("fit", "gtol", gtol, optional=True)
     require_setting("fit", "ftol", ftol, optional=True)
     progress = as_progress(True if verbose and progress is None else progress)
+    require_optimizer("fit", optimizer, default="box-aware L-BFGS")
     checks = Checks()
     X = check_inputs(X, checks=checks)
     kernel.parameter_checks(checks)
@@ -263,9 +264,10 @@ def fit(
     z0, unravel = jax.flatten_util.ravel_pytree(to_free(params, checks))
     lo, hi = coordinate_box(params, (kernel, likelihood), spec, bounds, z0.dtype, checks)
     check_start_in_box(params, z0, lo, hi, bounds, checks)
+    if log_prior is not None:
+        _check_log_prior(log_prior(kernel, likelihood), checks)
     X, y, z0 = checks.attach((X, y, box.snap(z0, lo, hi)))
 
-    require_optimizer("fit", optimizer, default="box-aware L-BFGS")
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
     every = None if progress is None else every_for(progress, max_steps)
     result = run(MarginalLikelihoodAscent(
@@ -273,6 +275,15 @@ def fit(
         strategy, z0, max_steps, progress, every,
     ))
     return raise_unless_successful(result, result.status, "fit") if throw else result
+
+
+def _check_log_prior(value, checks) -> None:
+    """The log prior at the start: a finite scalar (a NaN there used to be reported as the inner solver's failure)."""
+    if jnp.shape(value) != ():
+        raise GPClassError(f"fit: log_prior(kernel, likelihood) must return a scalar; it returned shape "
+                           f"{jnp.shape(value)} (sum the terms, e.g. jnp.sum(...)).")
+    checks.fail_if(~jnp.isfinite(value), "fit: log_prior(kernel, likelihood) is not finite at the starting "
+                   "hyperparameters; start inside the prior's support (or check the prior's formula).")
 
 
 class FitState(eqx.Module):

@@ -781,3 +781,13 @@ def test_svgp_names_a_heaviside_likelihood_and_nan_inducing_inputs():
     for call in (lambda: gpc.fit_svgp(model, X, Y, key=jax.random.key(0), num_steps=2), lambda: model.elbo(X, Y)):
         with pytest.raises(gpc.GPClassError, match=r"inducing inputs Z contain NaN.*Z\[2, 1\] = nan"):
             call()
+
+
+@pytest.mark.parametrize("log_prior, message", [
+    (lambda kernel, likelihood: jnp.log(kernel.lengthscale - 2.0), "log_prior.*is not finite at the starting"),
+    (lambda kernel, likelihood: jnp.zeros(2), r"log_prior.*must return a scalar; it returned shape \(2,\)"),
+])
+def test_fit_names_a_log_prior_that_is_not_a_finite_scalar(log_prior, message):
+    # Before: "the inner solver did not converge at the starting hyperparameters, or ..." (NaN), a shape error.
+    with pytest.raises(gpc.GPClassError, match=message):
+        gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X, Y, log_prior=log_prior)
