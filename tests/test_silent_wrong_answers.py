@@ -791,3 +791,14 @@ def test_fit_names_a_log_prior_that_is_not_a_finite_scalar(log_prior, message):
     # Before: "the inner solver did not converge at the starting hyperparameters, or ..." (NaN), a shape error.
     with pytest.raises(gpc.GPClassError, match=message):
         gpc.fit(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X, Y, log_prior=log_prior)
+
+
+def test_a_fractional_power_of_a_kernel_with_negative_values_is_named():
+    # Before: "the kernel matrix K contains NaN ... check the kernel's hyperparameters", which are fine.
+    kernel = gpc.kernels.Exponentiation(gpc.kernels.Linear(1.0), 0.5)
+    with pytest.raises(gpc.GPClassError, match=r"Exponentiation\(kernel, 0.5\): the kernel has negative values"):
+        gpc.infer(gpc.Laplace(), kernel, LIK, X, Y)
+    se = gpc.kernels.SquaredExponential(1.0, 2.0)  # SE ** 1/2 is the SE of length scale 2 sqrt(2)
+    half = gpc.infer(gpc.Laplace(), gpc.kernels.Exponentiation(se, 0.5), LIK, X, Y)
+    wider = gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 2.0 * np.sqrt(2.0)), LIK, X, Y)
+    np.testing.assert_allclose(float(half.log_marginal), float(wider.log_marginal), rtol=1e-10)

@@ -10,7 +10,7 @@ import numpy as np
 from jax import lax
 
 from .._covariance import DenseCovariance
-from .._errors import AT
+from .._errors import AT, error_if
 from .._exceptions import GPClassError
 from .._types import Array, Float
 from .._validation import Checks, as_float, parameter_at
@@ -219,6 +219,9 @@ class Exponentiation(AbstractKernel):
     def _power(self, K):
         if self.exponent.is_integer():
             return lax.integer_pow(K, int(self.exponent))
+        K = error_if(K, K < 0, f"Exponentiation(kernel, {self.exponent:g}): the kernel has negative values, whose "
+                     "non-integer power is not a real number (NaN); use an integer exponent, or a kernel with "
+                     "non-negative values (Linear and Polynomial are not).")
         return K**self.exponent
 
     def evaluate(self, x1, x2):
