@@ -424,4 +424,3 @@ def require_optimizer(who: str, optimizer, *, default: str) -> None:
                                       and callable(getattr(optimizer, "update", None))):
         raise GPClassError(f"{who}: optimizer must be an optax transformation, e.g. optax.adam(0.01), or None "
                            f"({default}); got {optimizer!r}.")
-

@@ -161,4 +161,3 @@ def _a_chain_stood_still(positions) -> jax.Array:
         return jnp.asarray(False)
     still = jnp.all((positions == positions[:, :1]).reshape(positions.shape[0], -1), axis=1)
     return jnp.any(still)
-

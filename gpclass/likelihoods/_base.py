@@ -245,4 +245,3 @@ def require_binary_base(wrapper: str, base: AbstractLikelihood) -> None:
                   "Label noise of several classes is not modelled.")
         raise GPClassError(f"{wrapper} wraps a binary likelihood (Logistic, Probit, Heaviside, Preference); "
                            f"{type(base).__name__} is not one. {remedy}")
-
