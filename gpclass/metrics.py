@@ -34,14 +34,16 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import entr
 
 from . import _exceptions
 from ._errors import AT as _AT
-from ._errors import entry_point as _entry_point
 from ._validation import Checks as _Checks
 from ._validation import _binary_label_failures
+from ._validation import raise_first_failure as _raise_first_failure
 
 _LN2 = math.log(2.0)
 
@@ -53,54 +55,69 @@ __all__ = [
 
 def _checked(y, p, name: str = "y"):
     """(y, p) as arrays, checked: y of shape (m,) for the m rows of p, p probabilities, y labels of p's layout
-    (module docstring): binary labels as floats in {-1, +1}, class labels as integer column indices."""
-    y, p = jnp.asarray(y), jnp.asarray(p)
+    (module docstring): binary labels as floats in {-1, +1}, class labels as integer column indices.
+
+    Concrete inputs (a metric called directly) are checked in NumPy and a failure raised at once, naming the first
+    offending entry; traced ones (under ``jit``) by checks attached to the result (``_validation.Checks``)."""
+    traced = any(isinstance(x, jax.core.Tracer) for x in (y, p))
+    xp, checks = (jnp, _Checks()) if traced else (np, _HostChecks())
+    y, p = xp.asarray(y), xp.asarray(p)
     if p.ndim not in (1, 2):
         raise _exceptions.GPClassError(f"p must have shape (m,) (binary: the probability of +1) or (m, C) (class "
                                        f"probabilities); got shape {p.shape}.")
     if y.shape != p.shape[:1]:
         raise _exceptions.GPClassError(f"{name} must have shape ({p.shape[0]},), one label per row of p; got shape "
                                        f"{y.shape}" + (": flatten it, np.ravel(y)." if y.size == p.shape[0] else "."))
-    if not jnp.issubdtype(p.dtype, jnp.floating):
+    if not xp.issubdtype(p.dtype, xp.floating):
         p = p.astype(jnp.result_type(float))
-    checks = _Checks()
     checks.fail_if(~((p >= 0) & (p <= 1)), f"p must hold probabilities in [0, 1]{_AT}; NaN and scores are not "
                    "probabilities.", at=("the first that is not: p[{index}] = {value}", p))
     if p.ndim == 2:
-        checks.fail_if(jnp.abs(jnp.sum(p, axis=1) - 1.0) > 1e-3, f"each row of p must sum to 1 (class "
+        checks.fail_if(xp.abs(xp.sum(p, axis=1) - 1.0) > 1e-3, f"each row of p must sum to 1 (class "
                        f"probabilities){_AT}.", at=("the first that does not: row {index} sums to {value}",
-                                                   jnp.sum(p, axis=1)))
-    labels = _binary(y, checks, name) if p.ndim == 1 else _class_index(y, p.shape[1], checks, name)
-    return checks.attach((labels, p))
+                                                   xp.sum(p, axis=1)))
+    labels = _binary(y, checks, name, xp) if p.ndim == 1 else _class_index(y, p.shape[1], checks, name, xp)
+    out = jnp.asarray(labels), jnp.asarray(p)
+    return checks.attach(out) if traced else out
 
 
-def _binary(y, checks, name):
+class _HostChecks:
+    """``_validation.Checks``' ``fail_if`` on concrete NumPy values: a failure is raised at once (checks are made
+    in order, so it is the first), naming its first offending entry."""
+
+    @staticmethod
+    def fail_if(pred, message, at):
+        describe, values = at
+        _raise_first_failure([(pred, message, describe)], values)
+
+
+def _binary(y, checks, name, xp):
     """Binary labels as floats in {-1, +1} (gpc.infer's codings), their values checked in ``checks``."""
-    if y.dtype == jnp.bool_:
-        return jnp.where(y, 1.0, -1.0)
-    if not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
+    if y.dtype == bool:
+        return xp.where(y, 1.0, -1.0)
+    if not (xp.issubdtype(y.dtype, xp.integer) or xp.issubdtype(y.dtype, xp.floating)):
         raise _exceptions.GPClassError(f"binary labels {name} must be numbers or booleans; got dtype {y.dtype}.")
-    for pred, message, describe in _binary_label_failures(y, jnp):
+    for pred, message, describe in _binary_label_failures(y, xp):
         checks.fail_if(pred, message.replace("labels y", f"labels {name}"), at=(describe.replace("y[", f"{name}["), y))
-    return jnp.where(y > 0, 1.0, -1.0)
+    return xp.where(y > 0, 1.0, -1.0)
 
 
-def _class_index(y, num_classes: int, checks, name):
+def _class_index(y, num_classes: int, checks, name, xp):
     """Class labels as integer column indices 0..C-1 of p, their values checked in ``checks``; with two columns
     -1 names column 0 (the sorted classes [-1, 1])."""
-    if y.dtype == jnp.bool_ or not (jnp.issubdtype(y.dtype, jnp.integer) or jnp.issubdtype(y.dtype, jnp.floating)):
+    if y.dtype == bool or not (xp.issubdtype(y.dtype, xp.integer) or xp.issubdtype(y.dtype, xp.floating)):
         raise _exceptions.GPClassError(f"class labels {name} must be integers 0..{num_classes - 1}, the columns of p; "
                                        f"got dtype {y.dtype}.")
     if num_classes == 2:
-        checks.fail_if((y == -1) & jnp.any(y == 0), f"labels {name} mix the codings {{0, 1}} and {{-1, +1}}: both 0 "
+        checks.fail_if((y == -1) & xp.any(y == 0), f"labels {name} mix the codings {{0, 1}} and {{-1, +1}}: both 0 "
                        f"and -1 occur{_AT}.", at=(f"the first -1 at {name}[{{index}}]", y))
-        y = jnp.where(y == -1, 0, y)
-    whole = y == jnp.round(y) if jnp.issubdtype(y.dtype, jnp.floating) else jnp.ones(y.shape, bool)
+        y = xp.where(y == -1, 0, y)
+    whole = y == xp.round(y) if xp.issubdtype(y.dtype, xp.floating) else xp.ones(y.shape, bool)
     also = " (or -1, +1 for the two columns in that order)" if num_classes == 2 else ""
     checks.fail_if(~(whole & (y >= 0) & (y < num_classes)), f"class labels {name} must be whole numbers "
                    f"0..{num_classes - 1}{also}, the columns of p{_AT}.",
                    at=(f"the first that is not: {name}[{{index}}] = {{value}}", y))
-    return jnp.clip(jnp.nan_to_num(y), 0, num_classes - 1).astype(jnp.int32)
+    return xp.clip(xp.nan_to_num(y), 0, num_classes - 1).astype(xp.int32)
 
 
 def _log_prob_true(y, p):
@@ -111,7 +128,6 @@ def _log_prob_true(y, p):
     return jnp.log(jnp.take_along_axis(p, y[:, None], axis=1)[:, 0])
 
 
-@_entry_point
 def error_rate(y, p):
     """Fraction of misclassified test cases.
 
@@ -136,21 +152,22 @@ def error_rate(y, p):
 
 def _train_entropy_bits(y_train, p):
     """Entropy in bits of the empirical label distribution of ``y_train``, labels in the layout of ``p``."""
-    y_train = jnp.asarray(y_train)
+    traced = isinstance(y_train, jax.core.Tracer)
+    xp, checks = (jnp, _Checks()) if traced else (np, _HostChecks())
+    y_train = xp.asarray(y_train)
     if y_train.ndim != 1:
         raise _exceptions.GPClassError(f"y_train must have shape (n,), one label per training case; got shape "
                                        f"{y_train.shape}.")
-    checks = _Checks()
     if p.ndim == 1:
-        pi = jnp.mean((_binary(y_train, checks, "y_train") > 0).astype(p.dtype))
+        pi = jnp.mean(jnp.asarray(_binary(y_train, checks, "y_train", xp) > 0).astype(p.dtype))
         freqs = jnp.stack([pi, 1.0 - pi])
     else:
-        labels = _class_index(y_train, p.shape[1], checks, "y_train")
+        labels = jnp.asarray(_class_index(y_train, p.shape[1], checks, "y_train", xp))
         freqs = jnp.mean((labels[:, None] == jnp.arange(p.shape[1])).astype(p.dtype), axis=0)
-    return checks.attach(jnp.sum(entr(freqs)) / _LN2)
+    entropy = jnp.sum(entr(freqs)) / _LN2
+    return checks.attach(entropy) if traced else entropy
 
 
-@_entry_point
 def information_bits(y, p, y_train):
     """Average information about the test labels in bits, beyond the base rate.
 
@@ -185,7 +202,6 @@ def information_bits(y, p, y_train):
     return jnp.mean(_log_prob_true(y, p)) / _LN2 + _train_entropy_bits(y_train, p)
 
 
-@_entry_point
 def mean_negative_log_probability(y, p):
     """Mean negative log predictive probability (natural log) of the true labels.
 
@@ -211,7 +227,6 @@ def _one_hot(y, p):
     return (y[:, None] == jnp.arange(p.shape[1])).astype(p.dtype), p
 
 
-@_entry_point
 def brier_score(y, p):
     """The Brier score (Brier 1950): the mean squared difference between the predicted probabilities and the
     outcome.  Binary: ``mean_i (p_i - 1{y_i = +1})^2``; multi-class: ``mean_i sum_c (p_ic - 1{y_i = c})^2``
@@ -245,7 +260,6 @@ def _bin_means(index, values, num_bins: int):
     return counts, means
 
 
-@_entry_point
 def reliability(y, p, num_bins: int = 10):
     """The points of a reliability diagram: for ``num_bins`` equal bins of predicted probability on [0, 1], the
     mean predicted probability, the observed frequency of the event and the number of cases, per bin.
@@ -272,7 +286,6 @@ def reliability(y, p, num_bins: int = 10):
             jnp.stack([m[0] for m in per_class]))
 
 
-@_entry_point
 def expected_calibration_error(y, p, num_bins: int = 10):
     """The expected calibration error of the predicted class (Guo et al. 2017, eq. 3):
     ``sum_b (n_b / n) |accuracy_b - confidence_b|`` over ``num_bins`` equal bins of the confidence on [0, 1],

