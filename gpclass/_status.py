@@ -79,7 +79,7 @@ class Status(enum.IntEnum):
         if template is None:
             return self.message
         criterion = _SAMPLER_CRITERIA.get(name) if kind == "sampler" else _SOLVER_CRITERIA.get(name, _ANY_SOLVER)
-        return template.format(who=name, criterion=criterion)
+        return template.format(who=name, criterion=criterion, advice=_SAMPLER_ADVICE.get(name, ""))
 
 
 # What holds whatever ran: no definition of one kind of iteration in another's message.
@@ -195,12 +195,15 @@ _SAMPLER = {
         "see posterior.info.acceptance_rate), so its samples are its starting point, not draws of the posterior. "
         "Lower the HMC step_size, or use gpc.samplers.EllipticalSlice() (it always moves)."
     ),
-    Status.FAILED: (
-        "failed: not every value is finite (the test: {criterion}). With HMC lower the step_size; standardise the "
-        "inputs and start from moderate hyperparameters. MCMC's chains start at f = 0 unless init= is given: with a "
-        "likelihood that is zero there (Heaviside) they cannot move; start them inside its support (init=) or use "
-        "LabelNoise(Heaviside(), epsilon)."
-    ),
+    Status.FAILED: "failed: not every value is finite (the test: {criterion}). {advice}",
+}
+_SAMPLER_ADVICE = {
+    "MCMC": ("With HMC lower the step_size; standardise the inputs and start from moderate hyperparameters. MCMC's "
+             "chains start at f = 0 unless init= is given: with a likelihood that is zero there (Heaviside) they "
+             "cannot move; start them inside its support (init=) or use LabelNoise(Heaviside(), epsilon)."),
+    "AIS": ("AIS weighs draws of the prior by the likelihood: with one that is zero on part of the latent space "
+            "(Heaviside) every run can end with weight zero; use LabelNoise(Heaviside(), epsilon). With HMC lower "
+            "the step_size; standardise the inputs and start from moderate hyperparameters."),
 }
 _EM_EP = {
     Status.CONVERGED: (
