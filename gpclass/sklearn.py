@@ -151,7 +151,7 @@ from ._sklearn_batches import (
     _softmax_predictions,
     _to_numpy,
 )
-from ._sklearn_inputs import _warn_if_far_from_zero
+from ._sklearn_inputs import _refuse_text_ordinal, _warn_if_far_from_zero
 from ._sklearn_kernels import Translation
 from ._sklearn_one_vs_one import _one_vs_one_votes, _pairwise_coupling
 from ._sklearn_restarts import _best_start, _fit_from_starts, _stacked, _vmap_restarts, random_starts
@@ -360,6 +360,7 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
         ordinal = self._ordinal()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
+        _refuse_text_ordinal(y, ordinal)
         weight = _case_weights(X, y, sample_weight, self.class_weight)
         if weight is not None:  # weight 0 leaves a case out, whatever the method
             _refuse_weightless_classes(y, weight)
