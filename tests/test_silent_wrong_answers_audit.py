@@ -265,3 +265,20 @@ def test_the_ordinal_estimator_refuses_text_labels():
     text = np.array(["low", "mid", "high"])[np.arange(12) % 3]
     with pytest.raises(gpc.GPClassError, match=r"text labels sort alphabetically \('high', 'low', 'mid'\)"):
         GaussianProcessClassifier(likelihood="ordinal", optimize=False).fit(X_SMALL, text)
+
+
+def test_a_fractional_power_of_an_underflowed_kernel_has_the_gradient_of_its_closed_form():
+    # Before: where SE underflowed to 0, a K^(a - 1) dK = inf * 0 gave a NaN gradient, and gpc.fit FAILED at the
+    # start (advising to standardise the inputs); SE(v, l)^a is SE(v^a, l / sqrt(a)), whose gradient is finite.
+    def log_q(log_lengthscale, power):
+        lengthscale = jnp.exp(log_lengthscale)
+        kernel = (gpc.kernels.Exponentiation(gpc.kernels.SquaredExponential(2.0, lengthscale), 0.5) if power else
+                  gpc.kernels.SquaredExponential(np.sqrt(2.0), lengthscale * np.sqrt(2.0)))
+        return gpc.infer(gpc.Laplace(), kernel, LIK, X_SMALL, Y_SMALL).log_marginal
+
+    at = jnp.log(0.01)  # the off-diagonal SE values underflow to 0 in float64
+    value, gradient = jax.value_and_grad(log_q)(at, True)
+    expected_value, expected_gradient = jax.value_and_grad(log_q)(at, False)
+    np.testing.assert_allclose(float(value), float(expected_value), rtol=1e-12)
+    assert np.isfinite(float(gradient))
+    np.testing.assert_allclose(float(gradient), float(expected_gradient), atol=1e-12)

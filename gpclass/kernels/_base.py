@@ -222,7 +222,10 @@ class Exponentiation(AbstractKernel):
         K = error_if(K, K < 0, f"Exponentiation(kernel, {self.exponent:g}): the kernel has negative values, whose "
                      "non-integer power is not a real number (NaN); use an integer exponent, or a kernel with "
                      "non-negative values (Linear and Polynomial are not).")
-        return K**self.exponent
+        # Where K is 0 (an SE underflowed) the chain rule's a K^(a - 1) dK would be inf * 0 = NaN for a < 1; K^a is
+        # 0 there with derivative 0 (its limit: K^a falls faster than any power of the inputs' distance).
+        positive = K > 0
+        return jnp.where(positive, jnp.where(positive, K, 1.0) ** self.exponent, 0.0)
 
     def evaluate(self, x1, x2):
         return self._power(self.kernel.evaluate(x1, x2))
