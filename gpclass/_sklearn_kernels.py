@@ -236,8 +236,8 @@ def _stationary(k, cls, d: int, dtype, **extra) -> _Piece:
             f"scikit-learn kernel {_shown(k)}: length_scale has shape {np.shape(k.length_scale)}; the inputs have {d} "
             f"features, so give a scalar (isotropic) or {d} length scales (anisotropic)."
         )
-    if lengthscale.ndim == 1 and cls is Periodic:
-        raise GPClassError(f"scikit-learn kernel {_shown(k)}: ExpSineSquared takes one (isotropic) length scale.")
+    if lengthscale.ndim == 1 and cls in (Periodic, RationalQuadratic):  # scikit-learn's own refuses to evaluate
+        raise GPClassError(f"scikit-learn kernel {_shown(k)}: {type(k).__name__} takes one (isotropic) length scale.")
     values = {field: _value(k, name, dtype) for field, name in extra.items()}
     kernel = cls(variance=np.asarray(1.0, dtype), lengthscale=lengthscale, **values)
     links = (_link(k, "length_scale", "lengthscale"),) + tuple(_link(k, name, field) for field, name in extra.items())

@@ -282,3 +282,13 @@ def test_a_fractional_power_of_an_underflowed_kernel_has_the_gradient_of_its_clo
     np.testing.assert_allclose(float(value), float(expected_value), rtol=1e-12)
     assert np.isfinite(float(gradient))
     np.testing.assert_allclose(float(gradient), float(expected_gradient), atol=1e-12)
+
+
+def test_an_anisotropic_scikit_learn_rational_quadratic_is_refused_as_scikit_learn_refuses_it():
+    # Before: fitted as an ARD RationalQuadratic, whose kernel_ (scikit-learn's) then raised when evaluated.
+    from sklearn.gaussian_process.kernels import RationalQuadratic
+
+    from gpclass.sklearn import GaussianProcessClassifier
+
+    with pytest.raises(gpc.GPClassError, match="RationalQuadratic takes one \\(isotropic\\) length scale"):
+        GaussianProcessClassifier(RationalQuadratic(length_scale=[1.0, 2.0, 3.0]), optimize=False).fit(X_SMALL, Y_SMALL)
