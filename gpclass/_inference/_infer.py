@@ -58,12 +58,16 @@ def infer(
             neither the posterior of the other cases nor ``log_marginal``, as
             if it were not there.  Binary likelihoods with Laplace, EP and KL;
             ``Softmax`` with each of its methods (as the weights 0 and 1).
+            Exception: KL with ``Softmax`` averages each case by its own rule
+            of points, drawn per position, so a case moved to another position
+            (by leaving one out, or reordering) gets another rule: the results
+            differ within the rule's error (about 1e-3 in ``log_marginal``).
         weights: optional case weights of shape (n,), finite and >= 0 (not all
             0): case i enters as the power likelihood p(y_i|f_i)^{w_i}
             (``gpclass.likelihoods._weighted``).  A weight 0 leaves the case
             out (as ``mask``); with Laplace and KL and a dense prior a whole
             number k is exactly k copies of the case (the same posterior, ``log_marginal`` and
-            predictions); EP is power EP, whose site matches the tilted
+            predictions; for KL with ``Softmax`` within its rule's error, as for ``mask``); EP is power EP, whose site matches the tilted
             distribution of p^w as a whole (for w = 2 not the same as two
             sites; for fractional w its moments by quadrature).  Binary
             likelihoods with Laplace, EP and KL; ``Softmax`` with Laplace,
