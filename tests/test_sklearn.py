@@ -290,8 +290,9 @@ def test_bad_input(binary, fixed_binary, three_classes):
             GaussianProcessClassifier(optimize=False, **params).fit(X, y)
     with pytest.raises(ValueError, match="sample_weight .times class_weight. must hold whole numbers for the "
                                          "ordinal model"):
-        GaussianProcessClassifier(optimize=False, likelihood="ordinal").fit(*three_classes,
-                                                                            sample_weight=np.full(60, 0.5))
+        X3, y3 = three_classes  # text labels; an ordinal model takes their ranks as integers
+        GaussianProcessClassifier(optimize=False, likelihood="ordinal").fit(
+            X3, np.unique(y3, return_inverse=True)[1], sample_weight=np.full(60, 0.5))
     with pytest.raises(ValueError, match="needs method='laplace'"):
         GaussianProcessClassifier(method="ep").fit(*three_classes)
     with pytest.raises(ValueError, match="use multi_class='one_vs_rest'"):
