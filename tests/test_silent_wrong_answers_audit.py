@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import fast_infer
 
 import gpclass as gpc
 from gpclass.likelihoods._weighted import Weighted
@@ -148,8 +149,8 @@ def test_mcmc_whose_chain_stood_still_is_stalled():
     def run(step_size):
         method = gpc.MCMC(sampler=gpc.samplers.HMC(step_size=step_size, num_leapfrog=5), num_samples=20,
                           num_warmup=5, num_chains=2)
-        return gpc.infer(method, gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X_SMALL, Y_SMALL,
-                         key=jax.random.key(0), throw=False)
+        return fast_infer(method, gpc.kernels.SquaredExponential(1.0, 1.0), LIK, X_SMALL, Y_SMALL,
+                          key=jax.random.key(0), throw=False)
 
     stuck, moving = run(100.0), run(0.1)
     assert float(stuck.info.acceptance_rate) == 0.0
@@ -161,8 +162,8 @@ def test_a_warm_start_of_other_data_or_another_method_is_refused():
     # Before: raw JAX shape errors from deep inside (dot_general, broadcasting, "cannot be concatenated").
     kernel, probit = gpc.kernels.SquaredExponential(1.0, 1.0), gpc.likelihoods.Probit()
     X, Y = X_SMALL, Y_SMALL
-    laplace = gpc.infer(gpc.Laplace(), kernel, LIK, X, Y)
-    ep = gpc.infer(gpc.EP(), kernel, probit, X, Y)
+    laplace = fast_infer(gpc.Laplace(), kernel, LIK, X, Y)
+    ep = fast_infer(gpc.EP(), kernel, probit, X, Y)
     n = len(Y)
     for call, message in [
         (lambda: gpc.infer(gpc.Laplace(), kernel, LIK, X[:-1], Y[:-1], init=laplace.warm_start),
@@ -173,7 +174,7 @@ def test_a_warm_start_of_other_data_or_another_method_is_refused():
     ]:
         with pytest.raises(gpc.GPClassError, match=message):
             call()
-    again = gpc.infer(gpc.Laplace(), kernel, LIK, X, Y, init=laplace.warm_start)  # its own: accepted
+    again = fast_infer(gpc.Laplace(), kernel, LIK, X, Y, init=laplace.warm_start)  # its own: accepted
     np.testing.assert_allclose(float(again.log_marginal), float(laplace.log_marginal), rtol=1e-10)
 
 
@@ -252,8 +253,8 @@ def test_a_fractional_power_of_a_kernel_with_negative_values_is_named():
     with pytest.raises(gpc.GPClassError, match=r"Exponentiation\(kernel, 0.5\): the kernel has negative values"):
         gpc.infer(gpc.Laplace(), kernel, LIK, X_SMALL, Y_SMALL)
     se = gpc.kernels.SquaredExponential(1.0, 2.0)  # SE ** 1/2 is the SE of length scale 2 sqrt(2)
-    half = gpc.infer(gpc.Laplace(), gpc.kernels.Exponentiation(se, 0.5), LIK, X_SMALL, Y_SMALL)
-    wider = gpc.infer(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 2.0 * np.sqrt(2.0)), LIK, X_SMALL, Y_SMALL)
+    half = fast_infer(gpc.Laplace(), gpc.kernels.Exponentiation(se, 0.5), LIK, X_SMALL, Y_SMALL)
+    wider = fast_infer(gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 2.0 * np.sqrt(2.0)), LIK, X_SMALL, Y_SMALL)
     np.testing.assert_allclose(float(half.log_marginal), float(wider.log_marginal), rtol=1e-10)
 
 
