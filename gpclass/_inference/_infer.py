@@ -66,9 +66,10 @@ def infer(
             0): case i enters as the power likelihood p(y_i|f_i)^{w_i}
             (``gpclass.likelihoods._weighted``).  A weight 0 leaves the case
             out (as ``mask``); with Laplace and KL and a dense prior a whole
-            number k is exactly k copies of the case (the same posterior, ``log_marginal`` and
-            predictions; for KL with ``Softmax`` within its rule's error, as for ``mask``); EP is power EP, whose site matches the tilted
-            distribution of p^w as a whole (for w = 2 not the same as two
+            number k is exactly k copies of the case (the same posterior,
+            ``log_marginal`` and predictions; for KL with ``Softmax`` within
+            its rule's error, as for ``mask``); EP is power EP, whose site
+            matches the tilted distribution of p^w as a whole (for w = 2 not the same as two
             sites; for fractional w its moments by quadrature).  Binary
             likelihoods with Laplace, EP and KL; ``Softmax`` with Laplace,
             KL, MCMC and AIS (w log p, the rows of its labels, hard or soft,
