@@ -293,3 +293,15 @@ def test_an_anisotropic_scikit_learn_rational_quadratic_is_refused_as_scikit_lea
 
     with pytest.raises(gpc.GPClassError, match="RationalQuadratic takes one \\(isotropic\\) length scale"):
         GaussianProcessClassifier(RationalQuadratic(length_scale=[1.0, 2.0, 3.0]), optimize=False).fit(X_SMALL, Y_SMALL)
+
+
+@pytest.mark.parametrize("method", [gpc.EP(), gpc.KL()])
+def test_an_ordinal_case_left_out_by_mask_is_as_if_removed(method):
+    # What the guide now promises (Laplace's is in test_ordinal): a padded case changes nothing, exactly.
+    ordinal, labels = gpc.likelihoods.Ordinal(3), np.arange(12) % 3
+    kernel = gpc.kernels.SquaredExponential(1.0, 1.0)
+    padded_X, padded_y = np.r_[X_SMALL, [[5.0, 5.0, 5.0]]], np.r_[labels, 0]
+    mask = np.r_[np.ones(12, bool), False]
+    removed = fast_infer(method, kernel, ordinal, X_SMALL, labels)
+    masked = fast_infer(method, kernel, ordinal, padded_X, padded_y, mask=mask)
+    np.testing.assert_allclose(float(masked.log_marginal), float(removed.log_marginal), rtol=1e-12)

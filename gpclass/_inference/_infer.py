@@ -56,8 +56,8 @@ def infer(
         mask: optional booleans of shape (n,): ``False`` marks a case left out
             (the padding of ragged data sets stacked for ``vmap``): it changes
             neither the posterior of the other cases nor ``log_marginal``, as
-            if it were not there.  Binary likelihoods with Laplace, EP and KL;
-            ``Softmax`` with each of its methods (as the weights 0 and 1).
+            if it were not there.  Binary and ``Ordinal`` likelihoods with
+            Laplace, EP and KL; ``Softmax`` with each of its methods (as the weights 0 and 1).
             Exception: KL with ``Softmax`` averages each case by its own rule
             of points, drawn per position, so a case moved to another position
             (by leaving one out, or reordering) gets another rule: the results
