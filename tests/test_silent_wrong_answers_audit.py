@@ -1,6 +1,6 @@
 """No silent wrong answers, session two: what the audits of session 32 found returning a number (or a raw error)
-where a user needed a refusal or a truthful status. Each test failed before its fix; the first comment in each says
-what happened before.
+where a user needed a refusal or a truthful status. A test of a fix failed before it, and its first comment says
+what happened then; the last test backs a promise the guide now makes (Ordinal masks), which held already.
 """
 
 import jax
