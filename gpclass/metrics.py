@@ -59,8 +59,7 @@ def _checked(y, p, name: str = "y"):
 
     Concrete inputs (a metric called directly) are checked in NumPy and a failure raised at once, naming the first
     offending entry; traced ones (under ``jit``) by checks attached to the result (``_validation.Checks``)."""
-    traced = any(isinstance(x, jax.core.Tracer) for x in (y, p))
-    xp, checks = (jnp, _Checks()) if traced else (np, _HostChecks())
+    traced, xp, checks = _checking(y, p)
     y, p = xp.asarray(y), xp.asarray(p)
     if p.ndim not in (1, 2):
         raise _exceptions.GPClassError(f"p must have shape (m,) (binary: the probability of +1) or (m, C) (class "
@@ -79,6 +78,13 @@ def _checked(y, p, name: str = "y"):
     labels = _binary(y, checks, name, xp) if p.ndim == 1 else _class_index(y, p.shape[1], checks, name, xp)
     out = jnp.asarray(labels), jnp.asarray(p)
     return checks.attach(out) if traced else out
+
+
+def _checking(*inputs):
+    """(traced, array namespace, checks) for checking ``inputs``: under a trace jnp and ``_validation.Checks``,
+    attached to the result; otherwise NumPy and :class:`_HostChecks`, raising at once."""
+    traced = any(isinstance(x, jax.core.Tracer) for x in inputs)
+    return (True, jnp, _Checks()) if traced else (False, np, _HostChecks())
 
 
 class _HostChecks:
@@ -152,8 +158,7 @@ def error_rate(y, p):
 
 def _train_entropy_bits(y_train, p):
     """Entropy in bits of the empirical label distribution of ``y_train``, labels in the layout of ``p``."""
-    traced = isinstance(y_train, jax.core.Tracer)
-    xp, checks = (jnp, _Checks()) if traced else (np, _HostChecks())
+    traced, xp, checks = _checking(y_train)
     y_train = xp.asarray(y_train)
     if y_train.ndim != 1:
         raise _exceptions.GPClassError(f"y_train must have shape (n,), one label per training case; got shape "

@@ -605,9 +605,8 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
         Gaussian (exact for the probit, quadrature for the logistic).
         One-vs-rest: each class's binary probability, normalised.  Softmax: the
         Monte Carlo average described in the module notes.  Ordinal:
-        p(y = classes_[k]) = Phi(z_{k+1}) - Phi(z_k), z_j = (b_j - mean) /
-        sqrt(1 + var), exact; ``"ordinal_logit"`` by quadrature
-        (``gpc.likelihoods.Ordinal.predictive_probability``).
+        p(y = classes_[k]) = Phi(z_{k+1}) - Phi(z_k), z_j = (b_j - mean) / sqrt(1 + var), exact;
+        ``"ordinal_logit"`` by quadrature (``gpc.likelihoods.Ordinal.predictive_probability``).
         One-vs-one (scikit-learn refuses ``predict_proba`` there): the pairs'
         probabilities r_ij = p(y = i | y in {i, j}) coupled into one
         distribution by Wu, Lin & Weng's (2004) second method, as libsvm does
