@@ -7,11 +7,21 @@ where a coordinate has no box (no ``bounds``, or an unconstrained parameter
 such as an inducing input).  A
 coordinate at a bound whose descent direction (-gradient) leaves the box is
 *active*: held fixed, its gradient component zeroed (the projected gradient).
+
+Every function works on traced arrays (``jax.numpy``: ``gpc.fit``'s optimiser
+inside a compiled program) and on NumPy arrays (the same optimiser stepping on
+the host between evaluations of a compiled objective): :func:`namespace`.
 """
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+
+def namespace(*arrays):
+    """``jax.numpy`` if any argument is a JAX array (traced or not), else NumPy: the optimiser's arithmetic on
+    its few free coordinates runs in whichever holds them."""
+    return jnp if any(isinstance(a, jax.Array) for a in arrays) else np
 
 
 def tolerance(z, lo, hi):
@@ -29,18 +39,18 @@ def tolerance(z, lo, hi):
 def snap(z, lo, hi):
     """Coordinates within rounding of a bound put exactly on it (a full truncated step lands within an ulp or
     two of the bound, on either side), everything clipped to the box."""
-    tol = tolerance(z, lo, hi)
-    return jnp.where(z >= hi - tol, hi, jnp.where(z <= lo + tol, lo, z)).astype(z.dtype)
+    tol, xp = tolerance(z, lo, hi), namespace(z, lo, hi)
+    return xp.where(z >= hi - tol, hi, xp.where(z <= lo + tol, lo, z)).astype(z.dtype)
 
 
 def outside(z, lo, hi):
     """Whether any coordinate lies outside the box beyond rounding."""
-    tol = tolerance(z, lo, hi)
-    return jnp.any((z < lo - tol) | (z > hi + tol))
+    tol, xp = tolerance(z, lo, hi), namespace(z, lo, hi)
+    return xp.any((z < lo - tol) | (z > hi + tol))
 
 
 def any_at_bound(z, lo, hi):
-    return jnp.any((z <= lo) | (z >= hi))
+    return namespace(z, lo, hi).any((z <= lo) | (z >= hi))
 
 
 def active_set(z, grad, lo, hi):
@@ -50,19 +60,21 @@ def active_set(z, grad, lo, hi):
 
 def projected(grad, active):
     """The gradient with its active components zeroed."""
-    return jnp.where(active, 0.0, grad).astype(grad.dtype)
+    return namespace(grad, active).where(active, 0.0, grad).astype(grad.dtype)
 
 
 def project(p, z, active, lo, hi):
     """Active coordinates frozen at z, the others clipped to the box (derivative 1 on the boundary)."""
-    return jnp.where(active, z, jnp.where(p > hi, hi, jnp.where(p < lo, lo, p))).astype(p.dtype)
+    xp = namespace(p, z, active, lo, hi)
+    return xp.where(active, z, xp.where(p > hi, hi, xp.where(p < lo, lo, p))).astype(p.dtype)
 
 
 def truncate(d, z, grad, lo, hi):
     """The step d zeroed where it leaves the box at a bound (or the gradient points out there) and shortened so
     that z + d stays in the box: a coordinate reaches its bound at the full step."""
+    xp = namespace(d, z, grad, lo, hi)
     blocked = ((z <= lo) & ((d < 0) | (grad > 0))) | ((z >= hi) & ((d > 0) | (grad < 0)))
-    d = jnp.where(blocked, 0.0, d).astype(d.dtype)
-    t = jnp.where(d > 0, (hi - z) / jnp.where(d > 0, d, 1.0), jnp.inf)
-    t = jnp.where(d < 0, (lo - z) / jnp.where(d < 0, d, 1.0), t)
-    return (jnp.minimum(1.0, jnp.min(t, initial=jnp.inf)) * d).astype(d.dtype)
+    d = xp.where(blocked, 0.0, d).astype(d.dtype)
+    t = xp.where(d > 0, (hi - z) / xp.where(d > 0, d, 1.0), xp.inf)
+    t = xp.where(d < 0, (lo - z) / xp.where(d < 0, d, 1.0), t)
+    return (xp.minimum(1.0, xp.min(t, initial=xp.inf)) * d).astype(d.dtype)

@@ -38,6 +38,7 @@ second in a row ends the fit as ``STALLED``.  Why the fit stopped is the integer
 ``FitResult.status``, a :class:`gpclass.Status`.
 """
 
+import inspect
 from collections.abc import Callable
 
 import equinox as eqx
@@ -48,15 +49,16 @@ import numpy as np
 import optax
 
 from . import _box as box
-from ._box_lbfgs import BoxLBFGS
-from ._errors import entry_point
+from ._box_lbfgs import BoxLBFGS, select
+from ._errors import entry_point, refuse_non_numeric
 from ._exceptions import GPClassError
 from ._fit_parameters import check_start_in_box, coordinate_box, parameter_transforms, trainable_spec
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import apply_mask, prior_covariance, solve
 from ._iterate import AbstractIterativeSolver, run, tolerance
+from ._jax_compat import top_level
 from ._progress import Progress, as_progress, due, every_for, report
-from ._status import Status, raise_unless_successful, successful
+from ._status import Status, raise_unless_successful, successful, unsuccessful_message
 from ._types import Array, Float, Int
 from ._validation import Checks, check_inputs, check_two_classes, require_optimizer, require_setting
 from .kernels import AbstractKernel
@@ -108,7 +110,6 @@ class FitResult(eqx.Module):
         return successful(self.status)
 
 
-@entry_point
 def fit(
     method: AbstractInference,
     kernel: AbstractKernel,
@@ -238,6 +239,18 @@ def fit(
     require_setting("fit", "ftol", ftol, optional=True)
     progress = as_progress(True if verbose and progress is None else progress)
     require_optimizer("fit", optimizer, default="box-aware L-BFGS")
+    data = dict(X=X, y=y, key=key, mask=mask, weights=weights)
+    refuse_non_numeric("fit", _SIGNATURE, (method, kernel, likelihood), data)
+    settings = dict(bounds=bounds, trainable=trainable, log_prior=log_prior, warm_start_inner=warm_start_inner)
+    if optimizer is None and top_level():
+        return _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ftol, throw, progress)
+    return _fit_program(method, kernel, likelihood, optimizer=optimizer, max_steps=max_steps, gtol=gtol, ftol=ftol,
+                        throw=throw, progress=progress, **data, **settings)
+
+
+def _ascent(method, kernel, likelihood, X, y, *, key, mask, weights, bounds, trainable, log_prior, warm_start_inner,
+            optimizer, max_steps, gtol, ftol, progress) -> "MarginalLikelihoodAscent":
+    """fit's problem, checked (inside the program: the checks ride on X, y and the start) and set up."""
     checks = Checks()
     X = check_inputs(X, checks=checks)
     kernel.parameter_checks(checks)
@@ -270,11 +283,90 @@ def fit(
 
     strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
     every = None if progress is None else every_for(progress, max_steps)
-    result = run(MarginalLikelihoodAscent(
-        method, static, from_free, unravel, X, y, wrapper, key, log_prior, warm_start_inner, lo, hi, gtol, ftol,
-        strategy, z0, max_steps, progress, every,
-    ))
+    steps = AscentSteps(strategy, lo, hi, gtol, ftol, max_steps, progress, every)
+    return MarginalLikelihoodAscent(method, static, from_free, unravel, X, y, wrapper, key, log_prior,
+                                    warm_start_inner, z0, steps)
+
+
+@entry_point
+def _fit_program(method, kernel, likelihood, X, y, *, optimizer, max_steps, gtol, ftol, bounds, trainable, log_prior,
+                 warm_start_inner, throw, key, mask, weights, progress) -> FitResult:
+    """The whole fit as one program (:func:`gpclass._iterate.run`): under a transformation (jit, vmap, grad) and
+    for an optax ``optimizer``."""
+    result = run(_ascent(method, kernel, likelihood, X, y, key=key, mask=mask, weights=weights, bounds=bounds,
+                         trainable=trainable, log_prior=log_prior, warm_start_inner=warm_start_inner,
+                         optimizer=optimizer, max_steps=max_steps, gtol=gtol, ftol=ftol, progress=progress))
     return raise_unless_successful(result, result.status, "fit") if throw else result
+
+
+@entry_point
+def _fit_evaluation(method, kernel, likelihood, X, y, z, init, first, *, key, mask, weights, bounds, trainable,
+                    log_prior, warm_start_inner):
+    """The host loop's program: the objective, its gradient and the method's solution at z (at the checked start
+    where ``first``), with the kernel and likelihood there; the free coordinates' box, the checked data and fit's
+    tolerances.  Every check of the problem runs at every call (each costs O(n d))."""
+    ascent = _ascent(method, kernel, likelihood, X, y, key=key, mask=mask, weights=weights, bounds=bounds,
+                     trainable=trainable, log_prior=log_prior, warm_start_inner=warm_start_inner, optimizer=None,
+                     max_steps=1, gtol=None, ftol=None, progress=None)
+    z = jnp.where(first, ascent.z0, z)
+    value, grad, solution = ascent.evaluate(z, init)
+    kernel, likelihood = ascent.build(z)
+    lo, hi = (jnp.broadcast_to(jnp.asarray(b, z.dtype), z.shape) for b in (ascent.steps.lo, ascent.steps.hi))
+    return z, value, grad, (solution, kernel, likelihood), lo, hi, ascent.X, ascent.y
+
+
+def _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ftol, throw, progress) -> FitResult:
+    """fit from Python with the default L-BFGS: the objective compiled alone (``_fit_evaluation``, one program for
+    every ``max_steps``, tolerance and progress setting), the optimiser's steps (``AscentSteps``, the same code as
+    inside the program) in NumPy between its calls.  XLA then compiles half as much as for the whole loop, which
+    is most of a first fit's time."""
+    shapes = eqx.filter_eval_shape(
+        lambda: (lambda a: (a.z0, a.init().solution.warm_start, a.steps.gtol, a.steps.ftol))(_ascent(
+            method, kernel, likelihood, **data, **settings, optimizer=None, max_steps=1, gtol=gtol, ftol=ftol,
+            progress=None)))
+    z_shape, warm_shape, gtol, ftol = shapes
+    zeros = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), warm_shape)
+
+    def evaluate(z, init, first):
+        z, value, grad, aux, lo, hi, X, y = _fit_evaluation(method, kernel, likelihood, z=z, init=init,
+                                                            first=np.asarray(first), **data, **settings)
+        return np.asarray(z), np.asarray(value), np.asarray(grad), aux, (np.asarray(lo), np.asarray(hi), X, y)
+
+    with np.errstate(all="ignore"):  # as XLA's arithmetic: inf and NaN are values here (infeasible trial points)
+        z0, value, grad, aux, (lo, hi, X, y) = evaluate(np.zeros(z_shape.shape, z_shape.dtype), zeros, True)
+        every = None if progress is None else every_for(progress, max_steps)
+        steps = AscentSteps(BoxLBFGS(lo, hi), lo, hi, gtol, ftol, max_steps, progress, every)
+        state = steps.advance(steps.initial(z0, aux), z0, value, grad, aux)
+        while int(state.code) == _RUNNING:
+            trial = steps.strategy.trial(state.z, state.search)
+            warm = state.solution[0].warm_start
+            _, value, grad, aux, _ = evaluate(trial, warm, False)
+            state = steps.advance(state, trial, value, grad, aux)
+        grad_norm, _ = steps.gradient_test(state.z, state.grad, state.value,
+                                           box.active_set(state.z, state.grad, lo, hi))
+    solution, kernel, likelihood = state.solution
+    record = jax.device_put((np.asarray(-state.value), np.asarray(state.history), np.asarray(state.steps),
+                             np.asarray(grad_norm), np.asarray(state.code, np.int32)))  # a copy, not a program
+    result = FitResult(kernel, likelihood, likelihood.condition(solution, kernel, X, y), *record)
+    if throw and not bool(successful(int(state.code))):
+        raise GPClassError(unsuccessful_message(Status(int(state.code)), "fit"))
+    return result
+
+
+_SIGNATURE = inspect.signature(fit)
+
+
+def _lower(*args, **kwargs):
+    """``gpc.fit.lower(...)``: the whole-fit program a call under a transformation compiles, lowered."""
+    bound = _SIGNATURE.bind(*args, **kwargs)
+    bound.apply_defaults()
+    options = bound.arguments
+    verbose = options.pop("verbose")
+    options["progress"] = as_progress(True if verbose and options["progress"] is None else options["progress"])
+    return _fit_program.lower(**options)
+
+
+fit.lower = _lower
 
 
 def _check_log_prior(value, checks) -> None:
@@ -303,11 +395,96 @@ class FitState(eqx.Module):
     started: Array
 
 
+class AscentSteps(eqx.Module):
+    """fit's optimiser around its objective: the state after each evaluation (value, gradient and the method's
+    solution at the trial point), and why the fit stopped (``code``, a :class:`gpclass.Status`).  The same code
+    runs traced inside the program (``MarginalLikelihoodAscent``) and in NumPy on the host between calls of the
+    compiled objective (``_fit_on_host``); ``max_optimizer_steps`` counts optimiser steps, not evaluations."""
+
+    strategy: object
+    lo: np.ndarray | Array  # per free coordinate (traced where a bound is an array)
+    hi: np.ndarray | Array
+    gtol: float
+    ftol: float
+    max_optimizer_steps: int
+    progress: Progress | None
+    every: object
+
+    def initial(self, z0, solution0) -> FitState:
+        """The state before the first evaluation (at z0, taken as it is)."""
+        xp, dtype = box.namespace(z0), z0.dtype
+        zero = xp.zeros((), dtype)
+        return FitState(
+            z=z0, value=zero, grad=xp.zeros_like(z0), solution=solution0,
+            search=self.strategy.initial(z0, zero, xp.zeros_like(z0), solution0),
+            memory=self.strategy.memory_init(z0), steps=xp.asarray(0),
+            history=xp.full((self.max_optimizer_steps,), xp.nan, dtype),
+            code=xp.asarray(_RUNNING, xp.int32), restarted=xp.asarray(False), started=xp.asarray(False),
+        )
+
+    def gradient_test(self, z, grad, value, active):
+        """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING, or FAILED where the value is not finite)."""
+        xp = box.namespace(z, grad, value)
+        pg_norm = xp.max(xp.abs(box.projected(grad, active)))
+        on_bound = box.any_at_bound(z, self.lo, self.hi)
+        code = xp.where(pg_norm <= self.gtol, xp.where(on_bound, Status.AT_BOUND, Status.CONVERGED), _RUNNING)
+        return pg_norm, xp.where(xp.isfinite(value), code, Status.FAILED).astype(xp.int32)
+
+    def advance(self, s: FitState, trial, value, grad, solution, line_objective=None) -> FitState:
+        """The state after the evaluation (value = -objective, its gradient, the solution) at ``trial``;
+        ``line_objective(warm_start)``, the objective along a line, for an optax optimiser with a line search."""
+        strategy, lo, hi = self.strategy, self.lo, self.hi
+        xp = box.namespace(trial, value, grad)
+        search, done, found, candidate = strategy.observe(s.z, s.search, value, grad, solution)
+        first = ~s.started  # the start: taken as it is
+        done = done | first
+        candidate = select(first, (trial, value, grad, solution), candidate)
+        _, new_value, _, _ = candidate
+        change = s.value - new_value  # NaN or -inf at an infeasible point
+        # L-BFGS must raise the objective; fixed-step optimisers such as Adam need only change it.
+        progress_made = found & ((change if strategy.monotone else xp.abs(change))
+                                 > self.ftol * (1.0 + xp.abs(s.value)))
+        accept = first | (progress_made if strategy.monotone else found)
+        step_done = done & ~first
+        z, value, grad, solution = select(done & accept, candidate, (s.z, s.value, s.grad, s.solution))
+        # Without progress, restart the optimiser from the last point; twice in a row: stalled.
+        memory = select(step_done & ~progress_made, strategy.memory_init(z), s.memory)
+        active = box.active_set(z, grad, lo, hi)
+        grad_norm, code = self.gradient_test(z, grad, value, active)
+        limit = xp.where(first, 0, s.steps + 1)
+        code = xp.where(step_done & (code == _RUNNING) & ~progress_made & s.restarted, Status.STALLED, code)
+        code = xp.where((code == _RUNNING) & (limit >= self.max_optimizer_steps), Status.MAX_STEPS, code)
+        code = xp.where(done, code, _RUNNING).astype(xp.int32)
+        history = xp.where(step_done, _set(s.history, s.steps, -value), s.history)
+        if self.progress is not None:
+            # Reported from the running problems only: under vmap a stopped problem's iterations are discarded.
+            step, stopped = s.steps + step_done, code != _RUNNING
+            report(self.progress, "fit", (s.code == _RUNNING) & done & due(step, self.every, stopped), step,
+                   stopped, total=self.max_optimizer_steps, objective=-value, grad_norm=grad_norm,
+                   improved=progress_made, status=code)
+        value_fn = None if line_objective is None else line_objective(solution.warm_start)
+        new_search, new_memory = select(done, strategy.begin(z, value, grad, active, memory, solution, value_fn),
+                                        (search, memory))
+        return FitState(
+            z=z, value=value, grad=grad, solution=solution, search=new_search, memory=new_memory,
+            steps=s.steps + step_done, history=history, code=code,
+            restarted=xp.where(step_done, ~progress_made, s.restarted), started=xp.asarray(True),
+        )
+
+
+def _set(a, i, value):
+    """``a`` with ``a[i] = value`` (a new array)."""
+    if isinstance(a, jax.Array):
+        return a.at[i].set(value)
+    a = a.copy()
+    a[int(i)] = value
+    return a
+
+
 class MarginalLikelihoodAscent(AbstractIterativeSolver):
     """:func:`fit`'s optimiser on :func:`gpclass._iterate.run`: each step of the loop is one evaluation of the
-    objective and its gradient at a trial point (module docstring), and the loop ends when ``code`` says
-    why (the :class:`gpclass.Status`; ``max_optimizer_steps`` counts optimiser steps, not evaluations).
-    The result is the :class:`FitResult`."""
+    objective and its gradient at a trial point (module docstring), then ``steps.advance``; the loop ends when
+    ``code`` says why (the :class:`gpclass.Status`).  The result is the :class:`FitResult`."""
 
     method: AbstractInference
     static: object
@@ -319,15 +496,8 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
     key: Array | None
     log_prior: Callable | None
     warm_start_inner: bool
-    lo: np.ndarray | Array  # per free coordinate (traced where a bound is an array)
-    hi: np.ndarray | Array
-    gtol: float
-    ftol: float
-    strategy: object
     z0: Array
-    max_optimizer_steps: int
-    progress: Progress | None
-    every: object
+    steps: AscentSteps
     max_steps = None  # the loop ends itself (``code``)
 
     def build(self, z):
@@ -369,66 +539,14 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
 
         return value
 
-    def gradient_test(self, z, grad, value, active):
-        """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING, or FAILED where the value is not finite)."""
-        pg_norm = jnp.max(jnp.abs(box.projected(grad, active)))
-        on_bound = box.any_at_bound(z, self.lo, self.hi)
-        code = jnp.where(pg_norm <= self.gtol, jnp.where(on_bound, Status.AT_BOUND, Status.CONVERGED), _RUNNING)
-        return pg_norm, jnp.where(jnp.isfinite(value), code, Status.FAILED).astype(jnp.int32)
-
     def init(self) -> FitState:
-        z0, dtype, strategy = self.z0, self.z0.dtype, self.strategy
-        solution0 = _zeros_like_output(self.negative_objective, z0, None)[1]
-        return FitState(
-            z=z0, value=jnp.zeros((), dtype), grad=jnp.zeros_like(z0), solution=solution0,
-            search=strategy.initial(z0, jnp.zeros((), dtype), jnp.zeros_like(z0), solution0),
-            memory=strategy.memory_init(z0), steps=jnp.asarray(0),
-            history=jnp.full((self.max_optimizer_steps,), jnp.nan, dtype),
-            code=jnp.asarray(_RUNNING, jnp.int32), restarted=jnp.asarray(False), started=jnp.asarray(False),
-        )
+        return self.steps.initial(self.z0, _zeros_like_output(self.negative_objective, self.z0, None)[1])
 
     def step(self, s: FitState) -> FitState:
         """One evaluation of the objective (its only call site in the program), then the step logic."""
-        strategy, lo, hi = self.strategy, self.lo, self.hi
-        init = s.solution.warm_start
-        trial = strategy.trial(s.z, s.search)
-        value, grad, solution = self.evaluate(trial, init)
-        search, done, found, candidate = strategy.observe(s.z, s.search, value, grad, solution)
-        first = ~s.started  # the start: taken as it is
-        done = done | first
-        candidate = optax.tree.where(first, (trial, value, grad, solution), candidate)
-        _, new_value, _, _ = candidate
-        change = s.value - new_value  # NaN or -inf at an infeasible point
-        # L-BFGS must raise the objective; fixed-step optimisers such as Adam need only change it.
-        progress_made = found & ((change if strategy.monotone else jnp.abs(change))
-                                 > self.ftol * (1.0 + jnp.abs(s.value)))
-        accept = first | (progress_made if strategy.monotone else found)
-        step_done = done & ~first
-        z, value, grad, solution = optax.tree.where(done & accept, candidate, (s.z, s.value, s.grad, s.solution))
-        # Without progress, restart the optimiser from the last point; twice in a row: stalled.
-        memory = optax.tree.where(step_done & ~progress_made, strategy.memory_init(z), s.memory)
-        active = box.active_set(z, grad, lo, hi)
-        grad_norm, code = self.gradient_test(z, grad, value, active)
-        limit = jnp.where(first, 0, s.steps + 1)
-        code = jnp.where(step_done & (code == _RUNNING) & ~progress_made & s.restarted, Status.STALLED, code)
-        code = jnp.where((code == _RUNNING) & (limit >= self.max_optimizer_steps), Status.MAX_STEPS, code)
-        code = jnp.where(done, code, _RUNNING).astype(jnp.int32)
-        history = jnp.where(step_done, s.history.at[s.steps].set(-value), s.history)
-        if self.progress is not None:
-            # Reported from the running problems only: under vmap a stopped problem's iterations are discarded.
-            step, stopped = s.steps + step_done, code != _RUNNING
-            report(self.progress, "fit", (s.code == _RUNNING) & done & due(step, self.every, stopped), step,
-                   stopped, total=self.max_optimizer_steps, objective=-value, grad_norm=grad_norm,
-                   improved=progress_made, status=code)
-        new_search, new_memory = strategy.begin(
-            z, value, grad, active, memory, solution, self.line_objective(solution.warm_start)
-        )
-        search, memory = optax.tree.where(done, (new_search, new_memory), (search, memory))
-        return FitState(
-            z=z, value=value, grad=grad, solution=solution, search=search, memory=memory,
-            steps=s.steps + step_done, history=history, code=code,
-            restarted=jnp.where(step_done, ~progress_made, s.restarted), started=jnp.asarray(True),
-        )
+        trial = self.steps.strategy.trial(s.z, s.search)
+        value, grad, solution = self.evaluate(trial, s.solution.warm_start)
+        return self.steps.advance(s, trial, value, grad, solution, self.line_objective)
 
     def terminate(self, s: FitState):
         return s.code != _RUNNING, jnp.asarray(False)
@@ -441,7 +559,8 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
 
     def postprocess(self, solution) -> FitResult:
         s = solution.state
-        grad_norm, _ = self.gradient_test(s.z, s.grad, s.value, box.active_set(s.z, s.grad, self.lo, self.hi))
+        grad_norm, _ = self.steps.gradient_test(s.z, s.grad, s.value,
+                                                box.active_set(s.z, s.grad, self.steps.lo, self.steps.hi))
         kernel, likelihood = self.build(s.z)
         return FitResult(
             kernel=kernel,

@@ -151,7 +151,8 @@ def report(progress: Progress | None, task: str, when, step, done, /, *, total: 
     The callback sits in a ``lax.cond`` on ``when``; under ``vmap`` (a batched
     ``when``) the cond becomes a select, the callback runs for every problem,
     and the host skips those whose ``when`` is false.  Nothing is traced when
-    ``progress`` is ``None``.
+    ``progress`` is ``None``.  Given NumPy values (``gpc.fit``'s host loop),
+    ``progress`` is called at once.
     """
     if progress is None:
         return
@@ -171,6 +172,10 @@ def report(progress: Progress | None, task: str, when, step, done, /, *, total: 
         info["done"] = bool(np.asarray(done))
         progress.receive(info)
 
+    if not isinstance(when, jax.Array):  # NumPy values: on the host already (gpc.fit's host loop), no callback
+        wide_floats = [False] * len(names)
+        host(when, step, done, *values.values())
+        return
     # float64 values travel as their bits: the callback's arguments are canonicalised by the host thread's
     # configuration, where x64 enabled by the jax.enable_x64 context manager does not hold (rounded to float32).
     values = [jnp.asarray(v) for v in values.values()]

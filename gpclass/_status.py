@@ -244,6 +244,12 @@ def finite_status(x) -> Int[Array, ""]:
     return jnp.where(jnp.all(jnp.isfinite(x)), Status.CONVERGED, Status.FAILED).astype(jnp.int32)
 
 
+def unsuccessful_message(status: Status, who: str) -> str:
+    """The error a ``throw=True`` call raises when it ends with ``status``."""
+    return (f"{who} did not converge ({status.name}): {status.describe(who)} Pass throw=False to get the result with "
+            "its status.")
+
+
 def raise_unless_successful(x, status: Int[Array, ""], who: str):
     """``x`` with an error naming ``who`` and the status unless ``status`` is a success (``successful``).
 
@@ -253,8 +259,7 @@ def raise_unless_successful(x, status: Int[Array, ""], who: str):
     too, whose backward pass needs the checked 1 (a check attached to the
     outputs alone is dead code in a program that only differentiates them).
     """
-    messages = [f"{who} did not converge ({s.name}): {s.describe(who)} Pass throw=False to get the result with its "
-                "status." for s in Status]
+    messages = [unsuccessful_message(s, who) for s in Status]
     status = jax.lax.stop_gradient(status)  # an integer: no derivative (it may come out of a custom_vjp)
     leaves, treedef = jax.tree.flatten(x)
     is_float = [eqx.is_inexact_array(leaf) for leaf in leaves]

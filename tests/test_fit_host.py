@@ -1,0 +1,93 @@
+"""gpc.fit called from Python steps its L-BFGS on the host (``_fit._fit_on_host``) between calls of the compiled
+objective; under a transformation the same steps run inside one program (``_fit._fit_program``).  The two must be
+one algorithm: the same trial points, steps, stop reasons and optimum.  The L-BFGS recursion (``_box_lbfgs``)
+written for both NumPy and traced arrays is checked against optax's ``scale_by_lbfgs``, whose conventions it
+follows.
+"""
+
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from conftest import FAST_COMPILE, as_float64, toy_data
+
+import gpclass as gpc
+from gpclass._box_lbfgs import lbfgs_init, lbfgs_update
+
+LOGISTIC = gpc.likelihoods.Logistic()
+FIT_OPTIONS = ("max_steps", "bounds", "log_prior", "throw", "trainable")
+in_program = gpc.jit(gpc.fit, static_argnames=FIT_OPTIONS, compiler_options=FAST_COMPILE)
+
+
+def se(variance, lengthscale):
+    return gpc.kernels.SquaredExponential(as_float64(variance), as_float64(lengthscale))
+
+
+def assert_same_fit(host, program, rtol=1e-9):
+    assert int(host.status) == int(program.status)
+    assert int(host.num_steps) == int(program.num_steps)
+    np.testing.assert_allclose(float(host.objective), float(program.objective), rtol=rtol)
+    steps = int(host.num_steps)
+    np.testing.assert_allclose(np.asarray(host.history)[:steps], np.asarray(program.history)[:steps], rtol=rtol)
+    assert np.all(np.isnan(np.asarray(host.history)[steps:]))
+    for a, b in zip(jax.tree.leaves((host.kernel, host.likelihood)), jax.tree.leaves((program.kernel,
+                                                                                      program.likelihood))):
+        np.testing.assert_allclose(np.log(np.asarray(a)), np.log(np.asarray(b)), atol=1e-7)
+    np.testing.assert_allclose(np.asarray(host.posterior.mean), np.asarray(program.posterior.mean), atol=1e-7)
+    assert isinstance(host.objective, jax.Array) and isinstance(host.status, jax.Array)
+
+
+def test_host_steps_equal_the_compiled_loop():
+    """Laplace to convergence, an ARD fit held at a bound (AT_BOUND) with a fixed variance, and the step limit."""
+    X, y = toy_data(n=30, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the host's NumPy arithmetic on infeasible trials raises no warnings
+        host = gpc.fit(gpc.Laplace(), se(1.0, 1.0), gpc.likelihoods.Logistic(), X, y)
+    assert int(host.status) == gpc.Status.CONVERGED
+    assert_same_fit(host, in_program(gpc.Laplace(), se(1.0, 1.0), gpc.likelihoods.Logistic(), X, y))
+
+    ard = se(1.0, [1.0, 1.0])
+    fixed_variance = eqx.tree_at(lambda t: t[0].variance, jax.tree.map(lambda _: True, (ard, LOGISTIC)), False)
+    options = dict(bounds=(1e-3, 1.5), trainable=fixed_variance)  # length scales stop at 1.5
+    host = gpc.fit(gpc.Laplace(), ard, gpc.likelihoods.Logistic(), X, y, **options)
+    assert int(host.status) == gpc.Status.AT_BOUND and float(host.kernel.variance) == 1.0
+    assert_same_fit(host, in_program(gpc.Laplace(), ard, gpc.likelihoods.Logistic(), X, y, **options))
+
+    host = gpc.fit(gpc.Laplace(), se(1.0, 1.0), gpc.likelihoods.Logistic(), X, y, max_steps=2, throw=False)
+    assert int(host.status) == gpc.Status.MAX_STEPS and int(host.num_steps) == 2
+    assert_same_fit(host, in_program(gpc.Laplace(), se(1.0, 1.0), gpc.likelihoods.Logistic(), X, y, max_steps=2,
+                                     throw=False))
+    with pytest.raises(gpc.GPClassError, match=r"fit did not converge \(MAX_STEPS\)"):
+        gpc.fit(gpc.Laplace(), se(1.0, 1.0), gpc.likelihoods.Logistic(), X, y, max_steps=2)
+
+
+def test_host_steps_carry_each_methods_warm_start():
+    """EP's warm start (its sites) rather than Laplace's (a): the host loop passes it back as the program does."""
+    X, y = toy_data(n=25, seed=5)
+    host = gpc.fit(gpc.EP(), se(1.0, 1.0), gpc.likelihoods.Probit(), X, y)
+    assert_same_fit(host, in_program(gpc.EP(), se(1.0, 1.0), gpc.likelihoods.Probit(), X, y), rtol=1e-8)
+
+
+@pytest.mark.parametrize("xp", [np, jnp])
+def test_lbfgs_recursion_equals_optax(xp):
+    """Directions and memory along 14 random steps (more than the memory of 5 holds), with a zero first gradient
+    difference, against optax.scale_by_lbfgs on the same (point, gradient) sequence."""
+    rng = np.random.default_rng(0)
+    optax_lbfgs = optax.scale_by_lbfgs(memory_size=5)
+    update = jax.jit(optax_lbfgs.update)
+    z = rng.normal(size=4)
+    ours, theirs = lbfgs_init(xp.asarray(z), 5), optax_lbfgs.init(jnp.asarray(z))
+    A = rng.normal(size=(4, 4))
+    A = A @ A.T + np.eye(4)  # a convex quadratic's gradients: positive curvature pairs
+    for step in range(14):
+        g = A @ z if step != 1 else np.asarray(theirs.updates)  # step 1: the same gradient again (s^T y = 0)
+        d, ours = lbfgs_update(xp.asarray(g), ours, xp.asarray(z))
+        expected, theirs = update(jnp.asarray(g), theirs, jnp.asarray(z))
+        np.testing.assert_allclose(np.asarray(d), np.asarray(expected), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(np.asarray(ours.weights), np.asarray(theirs.weights_memory), rtol=1e-12)
+        assert int(ours.count) == int(theirs.count)
+        z = z - 0.3 * np.asarray(d) + 0.01 * rng.normal(size=4)
