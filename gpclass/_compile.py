@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 
 from ._exceptions import as_gpclass_error
-from ._jax_compat import top_level
+from ._jax_compat import every_program_stored, top_level
 
 _CPU_OPTIONS = {
     "xla_cpu_use_fusion_emitters": False,
@@ -89,6 +89,10 @@ def _accepts(options: dict) -> bool:
     return True
 
 
+# Set by enable_compilation_cache: gpclass's own programs are then stored whatever their compile time.
+_STORE_EVERY_PROGRAM = False
+
+
 class _Deferred:
     """``make(options)``, a jitted function, created at its first use (so that :func:`compiler_options` runs
     after import); called under another transformation, ``make(None)``: no options at all (JAX refuses
@@ -112,7 +116,11 @@ class _Deferred:
         if fn is self._plain:
             return fn(*args, **kwargs)
         try:
-            out = fn(*args, **kwargs)
+            if _STORE_EVERY_PROGRAM:
+                with every_program_stored():
+                    out = fn(*args, **kwargs)
+            else:
+                out = fn(*args, **kwargs)
         except Exception as e:  # a failed gpclass check, reported by JAX with its message buried: raise it plainly
             error = as_gpclass_error(e)
             if error is None or error is e:
@@ -192,16 +200,19 @@ def enable_compilation_cache(directory=None) -> pathlib.Path:
     ``set_cache_dir`` (gpclass sets no configuration by itself); it also
     resets JAX's record of whether a cache is in use, so it takes effect even
     after earlier compilations.  JAX stores only programs whose compilation
-    took at least ``jax_persistent_cache_min_compile_time_secs``; a small
-    fit's program is near JAX's default threshold, so whether it is stored
-    can depend on the machine's speed: set that option to 0 yourself to store
-    every program (the main job does so for its own run).  Setting the environment
-    variable ``JAX_COMPILATION_CACHE_DIR`` before starting Python does the
-    same as this call.
+    took at least ``jax_persistent_cache_min_compile_time_secs`` (1 s by
+    default); after this call gpclass's own programs (its entry points called
+    directly, and functions compiled with :func:`gpclass.jit`) are stored
+    whatever their compile time, since a small fit's program compiles in less
+    (inside a scoped setting around each call, as ``jax.enable_x64`` scopes
+    x64: the threshold of other programs is unchanged).  Setting the environment
+    variable ``JAX_COMPILATION_CACHE_DIR`` before starting Python enables the
+    cache without this (then JAX's threshold applies to every program).
 
     Only programs without host callbacks can be stored.  gpclass's entry
     points called directly (not inside your own ``jax.jit``) compile without
-    any; a call with ``progress=`` reports through one and is not stored.
+    any; a call with ``progress=`` reports through one and is not stored,
+    except ``gpc.fit``'s, which reports from its loop on the host.
 
     Args:
         directory: where to keep the programs; ``None`` means
@@ -229,4 +240,6 @@ def enable_compilation_cache(directory=None) -> pathlib.Path:
     directory.mkdir(parents=True, exist_ok=True)
     compilation_cache.set_cache_dir(str(directory))
     compilation_cache.reset_cache()
+    global _STORE_EVERY_PROGRAM
+    _STORE_EVERY_PROGRAM = True
     return directory

@@ -6,8 +6,17 @@ logit(theta / u) for a parameter with an upper bound u (a module declares
 these in its ``upper_bounds``, e.g. a label-flip rate epsilon < 1/2).  The
 objective is the method's approximate log marginal likelihood, optionally plus
 a log hyperprior, and its gradient comes from ``jax.grad`` through the
-converged inner solution.  The optimiser runs inside one ``lax.while_loop`` (``_iterate.run``), so
-the whole fit is one jit-compiled call that also works under ``jax.vmap``.
+converged inner solution.
+
+Two drivers, one algorithm.  Under a transformation (``jax.jit``,
+``jax.vmap``, ``gpc.jit``) and with an optax optimiser, the optimiser runs
+inside one ``lax.while_loop`` (``_iterate.run``): the whole fit is one
+compiled program.  Called from Python with the default L-BFGS, only the
+objective and its gradient are compiled (``_fit_evaluation``) and the same
+step logic (``AscentSteps``, ``_box_lbfgs``, written for traced and NumPy
+arrays alike) runs in NumPy between its calls: XLA compiles about half as
+much, which is most of a first fit's time (``benchmarks/first_fit.py``).
+Both drivers take the same trial points (``tests/test_fit_host.py``).
 
 Bounds.  Each free coordinate z (log theta, or the log-odds
 log(theta / (u - theta)) of an upper-bounded parameter) is kept in a box
@@ -212,15 +221,22 @@ def fit(
             ``status`` (the :class:`gpclass.Status` code once ``done``, else
             -1), ``done``, ``num_steps`` (``max_steps``); or
             ``gpc.Progress(fn, every=k, seconds=s)`` to thin the reports.
-            Through a host callback (``jax.debug.callback``; under ``vmap``
-            once per problem): the program is then not stored by JAX's
-            persistent cache.  See ``gpclass._progress``.
+            Called from Python with the default optimiser, the reports come
+            from the optimiser's loop on the host; otherwise through a host
+            callback (``jax.debug.callback``; under ``vmap`` once per problem),
+            and the program is then not stored by JAX's persistent cache.
+            See ``gpclass._progress``.
         verbose: ``True`` is ``progress=True`` (kept for compatibility).
 
-    Wrapped in ``eqx.filter_jit`` with gpclass's XLA options
-    (:func:`gpclass.jit`): non-array arguments (``optimizer``, ``log_prior``,
+    Compiled with gpclass's XLA options (:func:`gpclass.jit`).  Called from
+    Python with the default optimiser, ``fit`` compiles the objective and its
+    gradient alone and takes the L-BFGS steps on the host, one compiled call
+    per trial point (the module docstring); under ``jax.jit``, ``jax.vmap``
+    or ``gpc.jit``, or with an optax ``optimizer``, the whole fit is one
+    program.  Either way non-array arguments (``optimizer``, ``log_prior``,
     ``bounds``, tolerances) are static, so pass the same objects to reuse a
-    compilation.
+    compilation; the objective's program is shared by every ``max_steps``,
+    tolerance and ``progress`` setting.
 
     Example:
         >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
