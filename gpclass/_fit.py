@@ -16,7 +16,10 @@ objective and its gradient are compiled (``_fit_evaluation``) and the same
 step logic (``AscentSteps``, ``_box_lbfgs``, written for traced and NumPy
 arrays alike) runs in NumPy between its calls: XLA compiles about half as
 much, which is most of a first fit's time (``benchmarks/first_fit.py``).
-Both drivers take the same trial points (``tests/test_fit_host.py``).
+Both drivers take the same trial points (``tests/test_fit_host.py``); in float32,
+where NumPy and XLA may round the step arithmetic differently and the
+objective's rounding steers the line search, they reach the same optimum to
+float32's precision, in possibly different numbers of steps.
 
 Bounds.  Each free coordinate z (log theta, or the log-odds
 log(theta / (u - theta)) of an upper-bounded parameter) is kept in a box
