@@ -340,7 +340,7 @@ def _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ft
     inside the program) in NumPy between its calls.  XLA then compiles half as much as for the whole loop, which
     is most of a first fit's time."""
     shapes = eqx.filter_eval_shape(
-        lambda: (lambda a: (a.z0, a.init().solution.warm_start, a.steps.gtol, a.steps.ftol))(_ascent(
+        lambda: (lambda a: (a.z0, a.zero_start(), a.steps.gtol, a.steps.ftol))(_ascent(
             method, kernel, likelihood, **data, **settings, optimizer=None, max_steps=1, gtol=gtol, ftol=ftol,
             progress=None)))
     z_shape, warm_shape, gtol, ftol = shapes
@@ -560,6 +560,15 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
 
     def init(self) -> FitState:
         return self.steps.initial(self.z0, _zeros_like_output(self.negative_objective, self.z0, None)[1])
+
+    def zero_start(self):
+        """Zeros shaped as the method's warm start: the first inner solve's start, as every later one is warm
+        (``method.warm_start_shape``: for Laplace without tracing the solve)."""
+        kernel, likelihood = self.build(self.z0)
+        op = prior_covariance(kernel, likelihood, self.X, self.y)
+        shapes = self.method.warm_start_shape(op, likelihood if self.wrapper is None else self.wrapper(likelihood),
+                                              likelihood.site_labels(self.y, self.X.dtype), self.key)
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
     def step(self, s: FitState) -> FitState:
         """One evaluation of the objective (its only call site in the program), then the step logic."""

@@ -105,3 +105,34 @@ def test_lbfgs_recursion_equals_optax(xp):
         np.testing.assert_allclose(np.asarray(ours.weights), np.asarray(theirs.weights_memory), rtol=1e-12)
         assert int(ours.count) == int(theirs.count)
         z = z - 0.3 * np.asarray(d) + 0.01 * rng.normal(size=4)
+
+
+@pytest.mark.parametrize("case", ["logistic", "masked", "sparse", "ordinal", "softmax", "preference"])
+def test_laplaces_declared_warm_start_is_what_it_returns(case):
+    """Laplace.warm_start_shape (the host fit's first start, without tracing the solve) against the warm start
+    its solve returns, traced: every likelihood kind and prior."""
+    from gpclass._inference._infer import apply_mask, prior_covariance
+    from gpclass._validation import Checks
+
+    X, y = toy_data(n=12, seed=1)
+    kernel, likelihood, mask = se(1.0, 1.0), LOGISTIC, None
+    if case == "masked":
+        mask = np.arange(12) < 9
+    elif case == "sparse":
+        kernel = gpc.Sparse(kernel, X[:4])
+    elif case == "ordinal":
+        likelihood, y = gpc.likelihoods.Ordinal(3, np.array([-0.5, 0.5])), np.arange(12) % 3
+    elif case == "softmax":
+        likelihood, y = gpc.likelihoods.Softmax(3), np.arange(12) % 3
+    elif case == "preference":
+        likelihood, y = gpc.likelihoods.Preference(0.5), np.array([[0, 1], [2, 1], [3, 0], [5, 4]])
+    method = gpc.Laplace()
+    labels, solve_likelihood = apply_mask(method, likelihood, likelihood.check_labels(y, 12, X.dtype), mask,
+                                          Checks(), None)
+    op = prior_covariance(kernel, likelihood, jnp.asarray(X), labels)
+    sites = likelihood.site_labels(labels, X.dtype)
+    declared = method.warm_start_shape(op, solve_likelihood, sites)
+    traced = jax.eval_shape(lambda: method.solve(op, solve_likelihood, sites).warm_start)
+    assert jax.tree.structure(declared) == jax.tree.structure(traced)
+    assert [(s.shape, s.dtype) for s in jax.tree.leaves(declared)] == [(s.shape, s.dtype) for s in
+                                                                        jax.tree.leaves(traced)]

@@ -1,6 +1,7 @@
 """The inference-method protocol."""
 
 import equinox as eqx
+import jax
 
 from .._covariance import AbstractCovariance
 from .._covariance._base import MATRIX
@@ -63,6 +64,13 @@ class AbstractInference(eqx.Module):
                 "gpc.KL() or gpc.JaakkolaJordan()."
             )
         return self.solve_matrix(op.K, likelihood, y, init, key)
+
+    def warm_start_shape(self, op: AbstractCovariance, likelihood: AbstractLikelihood, y, key=None):
+        """The shapes and dtypes of ``solve(op, likelihood, y, ...).warm_start``, as ``jax.ShapeDtypeStruct``s:
+        what ``init`` must look like (``gpc.fit`` starts its inner solves from zeros of it).  By default the
+        method's own solve is traced for it (``jax.eval_shape``: no computation, but a trace); a method whose
+        warm start has a simple form says so (Laplace: a = K^-1 f, one per site label)."""
+        return jax.eval_shape(lambda: self.solve(op, likelihood, y, None, key).warm_start)
 
     def solve_matrix(self, K, likelihood, y, init=None, key=None) -> AbstractPosterior:
         """The approximation for the dense prior covariance K (n x n, or C x n x n per class)."""

@@ -131,6 +131,10 @@ class Laplace(AbstractInference):
             warm_start=lax.stop_gradient(a),
         )
 
+    def warm_start_shape(self, op, likelihood, y, key=None):
+        """a = K^-1 f, one per site label (``solve``'s warm start), in the prior's dtype: no trace of ``solve``."""
+        return jax.ShapeDtypeStruct(jnp.shape(y), op.dtype)
+
     def _starts_in_float32(self, op, likelihood):
         if op.dtype != jnp.float64:
             return False
