@@ -321,9 +321,9 @@ def _fit_program(method, kernel, likelihood, X, y, *, optimizer, max_steps, gtol
 @entry_point
 def _fit_evaluation(method, kernel, likelihood, X, y, z, init, first, *, key, mask, weights, bounds, trainable,
                     log_prior, warm_start_inner):
-    """The host loop's program: the objective, its gradient and the method's solution at z (at the checked start
-    where ``first``), with the kernel and likelihood there; the free coordinates' box, the checked data and fit's
-    tolerances.  Every check of the problem runs at every call (each costs O(n d))."""
+    """The host loop's program: the point evaluated (z, or the checked start where ``first``), -objective, its
+    gradient and the method's solution there, with the kernel and likelihood there; the free coordinates' box
+    and the checked data.  Every check of the problem runs at every call (each costs O(n d) at most)."""
     ascent = _ascent(method, kernel, likelihood, X, y, key=key, mask=mask, weights=weights, bounds=bounds,
                      trainable=trainable, log_prior=log_prior, warm_start_inner=warm_start_inner, optimizer=None,
                      max_steps=1, gtol=None, ftol=None, progress=None)
@@ -337,8 +337,9 @@ def _fit_evaluation(method, kernel, likelihood, X, y, z, init, first, *, key, ma
 def _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ftol, throw, progress) -> FitResult:
     """fit from Python with the default L-BFGS: the objective compiled alone (``_fit_evaluation``, one program for
     every ``max_steps``, tolerance and progress setting), the optimiser's steps (``AscentSteps``, the same code as
-    inside the program) in NumPy between its calls.  XLA then compiles half as much as for the whole loop, which
-    is most of a first fit's time."""
+    inside the program) in NumPy between its calls.  XLA then compiles about half as much as for the whole loop,
+    which is most of a first fit's time.  The sizes of the free coordinates and of the first (zero) warm start,
+    and the tolerances for the data's dtype, come from tracing the set-up alone (``jax.eval_shape``)."""
     shapes = eqx.filter_eval_shape(
         lambda: (lambda a: (a.z0, a.zero_start(), a.steps.gtol, a.steps.ftol))(_ascent(
             method, kernel, likelihood, **data, **settings, optimizer=None, max_steps=1, gtol=gtol, ftol=ftol,
