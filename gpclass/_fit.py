@@ -318,6 +318,15 @@ def _fit_program(method, kernel, likelihood, X, y, *, optimizer, max_steps, gtol
     return raise_unless_successful(result, result.status, "fit") if throw else result
 
 
+@eqx.filter_jit  # only traced (by eval_shape), and only once per problem structure: JAX caches the trace
+def _start_shapes(method, kernel, likelihood, data, settings):
+    """The free coordinates, the method's warm start (zero) and the checked inputs: their shapes and dtypes for
+    the host loop."""
+    ascent = _ascent(method, kernel, likelihood, **data, **settings, optimizer=None, max_steps=1, gtol=None,
+                     ftol=None, progress=None)
+    return ascent.z0, ascent.zero_start(), ascent.X
+
+
 @entry_point
 def _fit_evaluation(method, kernel, likelihood, X, y, z, init, first, *, key, mask, weights, bounds, trainable,
                     log_prior, warm_start_inner):
@@ -338,14 +347,15 @@ def _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ft
     """fit from Python with the default L-BFGS: the objective compiled alone (``_fit_evaluation``, one program for
     every ``max_steps``, tolerance and progress setting), the optimiser's steps (``AscentSteps``, the same code as
     inside the program) in NumPy between its calls.  XLA then compiles about half as much as for the whole loop,
-    which is most of a first fit's time.  The sizes of the free coordinates and of the first (zero) warm start,
-    and the tolerances for the data's dtype, come from tracing the set-up alone (``jax.eval_shape``)."""
-    shapes = eqx.filter_eval_shape(
-        lambda: (lambda a: (a.z0, a.zero_start(), a.steps.gtol, a.steps.ftol))(_ascent(
-            method, kernel, likelihood, **data, **settings, optimizer=None, max_steps=1, gtol=gtol, ftol=ftol,
-            progress=None)))
-    z_shape, warm_shape, gtol, ftol = shapes
+    which is most of a first fit's time.  The sizes of the free coordinates and of the first (zero) warm start
+    come from tracing the set-up alone (``_start_shapes``)."""
+    z_shape, warm_shape, X_shape = eqx.filter_eval_shape(_start_shapes, method, kernel, likelihood, data, settings)
+    dtype = X_shape.dtype  # the tolerances are the data's dtype's, as in the program
+    gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
+    ftol = 4 * float(jnp.finfo(dtype).eps) if ftol is None else ftol
     zeros = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), warm_shape)
+    # The data go to the device once, not at every call (a copy of X per trial point).
+    data = {name: jax.device_put(v) if isinstance(v, np.ndarray) else v for name, v in data.items()}
 
     def evaluate(z, init, first):
         z, value, grad, aux, lo, hi, X, y = _fit_evaluation(method, kernel, likelihood, z=z, init=init,
