@@ -239,7 +239,9 @@ def fit(
     program.  Either way non-array arguments (``optimizer``, ``log_prior``,
     ``bounds``, tolerances) are static, so pass the same objects to reuse a
     compilation; the objective's program is shared by every ``max_steps``,
-    tolerance and ``progress`` setting.
+    tolerance and ``progress`` setting.  For many fits of one shape, compile
+    the whole fit once (``gpc.jit(gpc.fit, static_argnames=...)``, or
+    ``jax.vmap`` them): each then runs without the host's round trips.
 
     Example:
         >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
