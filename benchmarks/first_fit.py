@@ -3,6 +3,7 @@
     python benchmarks/first_fit.py                # 138 Ionosphere cases, 3 fresh processes per configuration
     python benchmarks/first_fit.py --n 200 --repeats 5
     python benchmarks/first_fit.py --before 9627896 --repeats 8   # this tree against an earlier commit's
+    python benchmarks/first_fit.py --drivers 138 300 1000         # gpc.fit's host loop against one program
 
 Each measurement is a new Python process that loads the data, then times its
 first ``gpc.fit`` (Laplace, logistic, SE kernel from sigma_f = 1,
@@ -23,6 +24,10 @@ Laplace's Newton iterations (GPML's algorithm 3.1) and optax's L-BFGS with its z
 ``jax.jit`` program, the way a JAX user would write the whole fit; and "floor: host loop", only the value and
 gradient compiled, driven by SciPy's L-BFGS-B on the host, the way scikit-learn drives its fit.  Both compile
 with gpclass's XLA options and reach the same log q.
+
+With ``--drivers N ...`` it compares gpc.fit's two drivers on the first N cases of usps35 (256 inputs), each in
+new processes: called directly (the objective compiled alone, L-BFGS on the host) and through ``gpc.jit`` (the
+whole fit one program), timing the first fit and a second fit of the same shape (run time alone).
 
 With ``--before COMMIT`` it compares the first fit (no cache) of this tree with that commit's package
 (``git archive``, put first on ``PYTHONPATH``), both with one BLAS thread (``OPENBLAS_NUM_THREADS=1``: earlier
@@ -77,6 +82,22 @@ elif mode.startswith("floor"):
             return float(v), np.asarray(g)
         value = -float(scipy.optimize.minimize(fun, np.asarray(theta0), jac=True, method="L-BFGS-B").fun)
     fit = time.perf_counter() - t0
+elif mode.startswith("driver"):
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    X, y = gpc.datasets.load("usps35")
+    idx = np.random.default_rng(0).permutation(len(y))[:n]
+    X, y = X[idx], y[idx]
+    kernel = gpc.kernels.SquaredExponential(np.float64(1.0), np.float64(np.sqrt(X.shape[1])))
+    fit_fn = gpc.fit if mode == "driver-host" else gpc.jit(gpc.fit, static_argnames=("throw",))
+    run = lambda: jax.block_until_ready(fit_fn(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y, throw=False))
+    t0 = time.perf_counter()
+    result = run()
+    fit = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    run()
+    second = time.perf_counter() - t0
+    value = float(result.objective)
 else:
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -85,7 +106,8 @@ else:
     result = jax.block_until_ready(gpc.fit(gpc.Laplace(), kernel, gpc.likelihoods.Logistic(), X, y, throw=False))
     fit = time.perf_counter() - t0
     value = float(result.objective)
-print(json.dumps(dict(fit=fit, process=time.perf_counter() - start, value=value, package=gpc.__file__)))
+print(json.dumps(dict(fit=fit, process=time.perf_counter() - start, value=value, package=gpc.__file__,
+                      **({"second": second} if mode.startswith("driver") else {}))))
 """
 
 # The floor's model (defined ahead of CHILD in every child process), written for it alone: SE kernel, logistic
@@ -155,9 +177,13 @@ def main():
     parser.add_argument("--floor", action="store_true", help="also time the two minimal programs (docstring)")
     parser.add_argument("--before", default=None, help="compare this tree's first fit with this commit's")
     parser.add_argument("--out", default=None, help="results name (default: first_fit_n<n>, first_fit_before_<commit>)")
+    parser.add_argument("--drivers", type=int, nargs="+", default=None, metavar="N",
+                        help="compare gpc.fit called directly with gpc.jit(gpc.fit) at these sizes (usps35)")
     args = parser.parse_args()
     if args.before is not None:
         return compare(args)
+    if args.drivers is not None:
+        return drivers(args)
     info = machine_header("First ML-II fit in a new process (Laplace, logistic) against scikit-learn's", args)
     runs = {mode: [] for mode in ("gpclass", "gpclass, empty cache", "gpclass, warm cache", "sklearn")}
     if args.floor:
@@ -180,6 +206,25 @@ def main():
         results[mode] = dict(fit_median=fit, process_median=process, runs=records)
         print(f"  {mode:22s} {fmt_t(fit):>10s} {fmt_t(process):>10s} {fit / sk_fit:14.2f}   {records[0]['value']:.6f}")
     write_results(args.out or f"first_fit_n{args.n}", info, results)
+
+
+def drivers(args):
+    """gpc.fit called directly (host loop) against gpc.jit(gpc.fit) (one program): first and second fit."""
+    info = machine_header("gpc.fit's drivers: the host loop against one program (Laplace, logistic, usps35)", args)
+    results = {}
+    for n in args.drivers:
+        runs = {"host loop": [], "one program": []}
+        for round_ in range(args.repeats):
+            order = ["host loop", "one program"] if round_ % 2 == 0 else ["one program", "host loop"]
+            for label in order:
+                runs[label].append(run_child("driver-host" if label == "host loop" else "driver-program", n))
+        for label, records in runs.items():
+            first = float(np.median([r["fit"] for r in records]))
+            second = float(np.median([r["second"] for r in records]))
+            results[f"n = {n}, {label}"] = dict(fit_median=first, second_median=second, runs=records)
+            print(f"  n = {n:5d} {label:12s} first fit {fmt_t(first):>9s}  second fit {fmt_t(second):>9s}  "
+                  f"log q {records[0]['value']:.8f}")
+    write_results(args.out or "first_fit_drivers", info, results)
 
 
 def compare(args):

@@ -574,6 +574,18 @@ def first_fit_brief(run: Run) -> str:
     return "; ".join(f"{k}: {duration(v['fit_median'])}" for k, v in run.results.items())
 
 
+def first_fit_drivers(run: Run) -> list[str]:
+    return records(labelled(run.results, "configuration"), [
+        ("configuration", "configuration", str), ("first fit (median)", "fit_median", duration),
+        ("second fit, same shape (median)", "second_median", duration),
+        ("processes", "runs", lambda runs: str(len(runs)))])
+
+
+def first_fit_drivers_brief(run: Run) -> str:
+    return "; ".join(f"{k}: {duration(v['fit_median'])} then {duration(v['second_median'])}"
+                     for k, v in run.results.items())
+
+
 def kuss_rasmussen_table1(run: Run) -> list[str]:
     rows = []
     for data, result in run.results["results"].items():
@@ -852,7 +864,9 @@ SECTIONS = (
         "and gradient compiled, driven by SciPy's L-BFGS-B on the host: what any JAX implementation pays in a new "
         "process. With `--before`, this tree's first fit against an earlier commit's."), (
         Group(r"first_fit_n\d+.*", "Against scikit-learn", first_fit, first_fit_brief),
-        Group(r"first_fit_before_.*", "Against earlier commits", first_fit, first_fit_brief))),
+        Group(r"first_fit_before_.*", "Against earlier commits", first_fit, first_fit_brief),
+        Group(r"first_fit_drivers.*", "gpc.fit's drivers: host loop (direct call) and one program (`gpc.jit`)",
+              first_fit_drivers, first_fit_drivers_brief))),
     Section("many_fits", (
         "Each configuration runs in a new process with its own number of host devices; the fitted log marginal "
         "likelihoods are compared with scikit-learn's."), (

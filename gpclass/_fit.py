@@ -52,6 +52,7 @@ second in a row ends the fit as ``STALLED``.  Why the fit stopped is the integer
 
 import inspect
 from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -388,17 +389,23 @@ def _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ft
 _SIGNATURE = inspect.signature(fit)
 
 
-def _lower(*args, **kwargs):
-    """``gpc.fit.lower(...)``: the whole-fit program a call under a transformation compiles, lowered."""
+def _program_options(args, kwargs) -> dict:
+    """fit's arguments with their defaults, as ``_fit_program`` takes them."""
     bound = _SIGNATURE.bind(*args, **kwargs)
     bound.apply_defaults()
     options = bound.arguments
     verbose = options.pop("verbose")
     options["progress"] = as_progress(True if verbose and options["progress"] is None else options["progress"])
-    return _fit_program.lower(**options)
+    return options
 
 
-fit.lower = _lower
+def fit_in_one_program(*args, **kwargs) -> FitResult:
+    """:func:`fit` compiled as one program whatever the call (the driver under a transformation): for many fits
+    of one shape from Python, which then run without the host loop's round trips (the estimator's restarts)."""
+    return _fit_program(**_program_options(args, kwargs))
+
+
+fit.lower = lambda *args, **kwargs: _fit_program.lower(**_program_options(args, kwargs))
 
 
 def _check_log_prior(value, checks) -> None:
@@ -410,9 +417,10 @@ def _check_log_prior(value, checks) -> None:
                    "hyperparameters; start inside the prior's support (or check the prior's formula).")
 
 
-class FitState(eqx.Module):
+class FitState(NamedTuple):
     """The state of fit's loop: the accepted point and the method's typed solution there (the posterior's fields
-    computed from K), the pending line search, the optimiser's memory and the record."""
+    computed from K), the pending line search, the optimiser's memory and the record.  A NamedTuple: the host loop
+    builds one per step, which an equinox Module makes about ten times slower."""
 
     z: Array
     value: Array

@@ -142,6 +142,7 @@ except ImportError as error:  # pragma: no cover - exercised only without scikit
 
 from ._exceptions import GPClassError
 from ._fit import fit as _fit
+from ._fit import fit_in_one_program
 from ._inference import EP, infer
 from ._ordinal_start import link_quantiles, noise_held, prior_scale
 from ._sklearn_batches import (
@@ -508,7 +509,7 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
             optimize = self.optimize
             if fitted_likelihood:
                 options = dict(trainable=(True, likelihood_spec))
-        best = 0
+        best, fit_settings = 0, dict(max_steps=int(self.max_steps), mask=mask, weights=weights, throw=False, **options)
         if optimize and starts:
             kernels, likelihoods = zip((kernel, likelihood), *starts)
             if _vmap_restarts(self.vmap_restarts):  # one vmapped gpc.fit over the stacked starts
@@ -518,9 +519,8 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
                 start_statuses = np.asarray(results.status).astype(int)
                 best = _best_start(start_values, start_statuses)
                 result = jax.tree.map(lambda leaf: leaf[best], results)
-            else:  # on a CPU: the single-start program, one start after another (faster there, nothing to compile)
-                fits = [_fit(method, k, lik, X, y, max_steps=int(self.max_steps), mask=mask, weights=weights,
-                             throw=False, **options)
+            else:  # on a CPU: the single-start fit compiled once as a whole, one start after another (faster there)
+                fits = [fit_in_one_program(method, k, lik, X, y, **fit_settings)
                         for k, lik in zip(kernels, likelihoods)]
                 start_values = np.array([float(fit.objective) for fit in fits])
                 start_statuses = np.array([int(fit.status) for fit in fits])
@@ -530,9 +530,7 @@ class GaussianProcessClassifier(ClassifierMixin, SettingsMixin, BaseEstimator):
             likelihood = result.likelihood
             start_statuses = tuple(Status(int(code)) for code in start_statuses)
         elif optimize:
-            result = _fit(method, kernel, likelihood, X, y, max_steps=int(self.max_steps), mask=mask, weights=weights,
-                          throw=False,
-                          **options)
+            result = _fit(method, kernel, likelihood, X, y, **fit_settings)
             posterior, kernel, value, status = result.posterior, result.kernel, result.objective, result.status
             likelihood = result.likelihood
         else:
