@@ -212,7 +212,8 @@ def enable_compilation_cache(directory=None) -> pathlib.Path:
     Only programs without host callbacks can be stored.  gpclass's entry
     points called directly (not inside your own ``jax.jit``) compile without
     any; a call with ``progress=`` reports through one and is not stored,
-    except ``gpc.fit``'s, which reports from its loop on the host.
+    except a ``gpc.fit`` that takes its steps on the host, which reports
+    from Python.
 
     Args:
         directory: where to keep the programs; ``None`` means

@@ -9,13 +9,14 @@ a log hyperprior, and its gradient comes from ``jax.grad`` through the
 converged inner solution.
 
 Two drivers, one algorithm.  Under a transformation (``jax.jit``,
-``jax.vmap``, ``gpc.jit``) and with an optax optimiser, the optimiser runs
-inside one ``lax.while_loop`` (``_iterate.run``): the whole fit is one
-compiled program.  Called from Python with the default L-BFGS, only the
-objective and its gradient are compiled (``_fit_evaluation``) and the same
-step logic (``AscentSteps``, ``_box_lbfgs``, written for traced and NumPy
-arrays alike) runs in NumPy between its calls: XLA compiles about half as
-much, which is most of a first fit's time (``benchmarks/first_fit.py``).
+``jax.vmap``, ``gpc.jit``), with an optax optimiser and above 512 cases, the
+optimiser runs inside one ``lax.while_loop`` (``_iterate.run``): the whole
+fit is one compiled program.  Called from Python with the default L-BFGS on
+at most 512 cases, where compilation dominates, only the objective and its
+gradient are compiled (``_fit_evaluation``) and the same step logic
+(``AscentSteps``, ``_box_lbfgs``, written for traced and NumPy arrays alike)
+runs in NumPy between its calls: XLA compiles about half as much, which is
+most of a first fit's time (``benchmarks/first_fit.py``).
 Both drivers take the same trial points (``tests/test_fit_host.py``); in float32,
 where NumPy and XLA may round the step arithmetic differently and the
 objective's rounding steers the line search, they reach the same optimum to
@@ -225,23 +226,24 @@ def fit(
             ``status`` (the :class:`gpclass.Status` code once ``done``, else
             -1), ``done``, ``num_steps`` (``max_steps``); or
             ``gpc.Progress(fn, every=k, seconds=s)`` to thin the reports.
-            Called from Python with the default optimiser, the reports come
-            from the optimiser's loop on the host; otherwise through a host
+            From the host loop (below) the reports come from Python;
+            otherwise through a host
             callback (``jax.debug.callback``; under ``vmap`` once per problem),
             and the program is then not stored by JAX's persistent cache.
             See ``gpclass._progress``.
         verbose: ``True`` is ``progress=True`` (kept for compatibility).
 
     Compiled with gpclass's XLA options (:func:`gpclass.jit`).  Called from
-    Python with the default optimiser, ``fit`` compiles the objective and its
-    gradient alone and takes the L-BFGS steps on the host, one compiled call
-    per trial point (the module docstring); under ``jax.jit``, ``jax.vmap``
-    or ``gpc.jit``, or with an optax ``optimizer``, the whole fit is one
-    program.  Either way non-array arguments (``optimizer``, ``log_prior``,
-    ``bounds``, tolerances) are static, so pass the same objects to reuse a
-    compilation; the objective's program is shared by every ``max_steps``,
-    tolerance and ``progress`` setting.  For many fits of one shape, compile
-    the whole fit once (``gpc.jit(gpc.fit, static_argnames=...)``, or
+    Python with the default optimiser on at most 512 cases, where compilation
+    dominates, ``fit`` compiles the objective and its gradient alone and takes
+    the L-BFGS steps on the host, one compiled call per trial point (the
+    module docstring); otherwise (more cases, ``jax.jit``, ``jax.vmap``,
+    ``gpc.jit``, an optax ``optimizer``) the whole fit is one program.
+    Either way non-array arguments (``optimizer``, ``log_prior``, ``bounds``,
+    tolerances) are static, so pass the same objects to reuse a compilation;
+    the host loop's program is shared by every ``max_steps``, tolerance and
+    ``progress`` setting.  For many fits of one small shape, compile the
+    whole fit once (``gpc.jit(gpc.fit, static_argnames=...)``, or
     ``jax.vmap`` them): each then runs without the host's round trips.
 
     Example:
@@ -264,10 +266,17 @@ def fit(
     data = dict(X=X, y=y, key=key, mask=mask, weights=weights)
     refuse_non_numeric("fit", _SIGNATURE, (method, kernel, likelihood), data)
     settings = dict(bounds=bounds, trainable=trainable, log_prior=log_prior, warm_start_inner=warm_start_inner)
-    if optimizer is None and top_level():
+    if optimizer is None and top_level() and np.shape(X)[0] <= _HOST_LOOP_MAX_CASES:
         return _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ftol, throw, progress)
     return _fit_program(method, kernel, likelihood, optimizer=optimizer, max_steps=max_steps, gtol=gtol, ftol=ftol,
                         throw=throw, progress=progress, **data, **settings)
+
+
+# The host loop where compilation dominates a fit.  It halves the compilation, but each trial point is then a call of
+# the objective's program (a round trip, and on Linux's allocator the n x n temporaries allocated afresh): at
+# n = 1000 the first fit gains nothing and every later fit of that shape is 20-30 % slower, at n = 300 the first
+# fit gains 0.5 s for 50 ms per later fit (benchmarks/README.md, ``first_fit.py --drivers``).
+_HOST_LOOP_MAX_CASES = 512
 
 
 def _ascent(method, kernel, likelihood, X, y, *, key, mask, weights, bounds, trainable, log_prior, warm_start_inner,

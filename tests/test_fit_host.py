@@ -141,3 +141,16 @@ def test_laplaces_declared_warm_start_is_what_it_returns(case):
     assert jax.tree.structure(declared) == jax.tree.structure(traced)
     assert [(s.shape, s.dtype) for s in jax.tree.leaves(declared)] == [(s.shape, s.dtype) for s in
                                                                         jax.tree.leaves(traced)]
+
+
+def test_above_the_host_loops_size_the_fit_is_one_program(monkeypatch):
+    """The host loop only where compilation dominates (at most _HOST_LOOP_MAX_CASES cases); the limit lowered to
+    29 here, a fit of 30 cases runs as one program, to the host loop's optimum."""
+    import gpclass._fit as fit_module
+
+    X, y = toy_data(n=30, seed=3)
+    host = gpc.fit(gpc.Laplace(), se(1.0, 1.0), LOGISTIC, X, y)
+    monkeypatch.setattr(fit_module, "_HOST_LOOP_MAX_CASES", 29)
+    monkeypatch.setattr(fit_module, "_fit_on_host", lambda *args: pytest.fail("the host loop ran"))
+    program = gpc.fit(gpc.Laplace(), se(1.0, 1.0), LOGISTIC, X, y)
+    assert_same_fit(host, program)
