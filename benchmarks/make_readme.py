@@ -862,7 +862,9 @@ SECTIONS = (
         "one and with a warm one, against scikit-learn. With `--floor`, two minimal programs written for this one "
         "model: the whole fit (Newton's iterations and optax's L-BFGS) in one `jax.jit` program, and only its value "
         "and gradient compiled, driven by SciPy's L-BFGS-B on the host: what any JAX implementation pays in a new "
-        "process. With `--before`, this tree's first fit against an earlier commit's."), (
+        "process. With `--before`, this tree's first fit against an earlier commit's. With `--drivers`, `gpc.fit` "
+        "called directly (the host loop up to 512 cases) against `gpc.jit(gpc.fit)` (one program): the first fit and "
+        "a later fit of the same shape."), (
         Group(r"first_fit_n\d+.*", "Against scikit-learn", first_fit, first_fit_brief),
         Group(r"first_fit_before_.*", "Against earlier commits", first_fit, first_fit_brief),
         Group(r"first_fit_drivers.*", "gpc.fit's drivers: host loop (direct call) and one program (`gpc.jit`)",
