@@ -586,6 +586,20 @@ def first_fit_drivers_brief(run: Run) -> str:
                      for k, v in run.results.items())
 
 
+def float32_fit_grid(run: Run) -> list[str]:
+    return records(run.results["rows"], [
+        ("problem", "data", str), ("scikit-learn log q (float64)", "sklearn_log_q", number),
+        ("float32 status", "status", str), ("grad_norm", "grad_norm", number), ("log q gap", "log_q_gap", number),
+        ("status without the rule", "status_without_rule", str),
+        ("log q gap without", "log_q_gap_without_rule", number)])
+
+
+def float32_fit_grid_brief(run: Run) -> str:
+    summary = run.results["summary"]
+    return (f"CONVERGED {summary['status'].get('CONVERGED', 0)} of {len(run.results['rows'])} "
+            f"(without the rule {summary['status_without_rule'].get('CONVERGED', 0)})")
+
+
 def kuss_rasmussen_table1(run: Run) -> list[str]:
     rows = []
     for data, result in run.results["results"].items():
@@ -964,6 +978,10 @@ SECTIONS = (
     Section("preference_synthetic", (
         "Rank correlation with the true utility and accuracy on new pairs, the distance of EP's and Laplace's "
         "predictions from MCMC's, and the time of each."), (Group(".*", render=preference_synthetic),)),
+    Section("float32_fit_grid", (
+        "How each float32 fit stops, with and without the rule that a line search without progress where the L-BFGS "
+        "model predicts no resolvable gain is convergence, and its log q against scikit-learn's float64 optimum."), (
+        Group(r"float32_fit_grid.*", "12 problems", float32_fit_grid, float32_fit_grid_brief),)),
     Section("float32_laplace_grid", (
         "Problems counted by the float32 status the mode's residual check gives, with the residuals and the test "
         "means' distance from float64's."), (

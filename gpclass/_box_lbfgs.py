@@ -191,6 +191,12 @@ class BoxLBFGS:
             t_hi=one, f_hi=xp.full_like(value, xp.inf), s_hi=xp.full_like(value, xp.nan), count=xp.asarray(0),
         )
 
+    def resolved(self, search, memory, level):
+        """Whether ``search``, which found no progress, was along an L-BFGS direction (a memory of at least one
+        curvature pair) whose quadratic model predicted a gain of at most ``level``: -1/2 g.d, the gain of the full
+        step d = -H g for the model's H, is what a line search could find at best."""
+        return (memory.count >= 2) & (-0.5 * search.slope0 <= level)
+
     def trial(self, z, search):
         return box.snap((z + search.t * search.direction).astype(z.dtype), self.lo, self.hi)
 

@@ -163,7 +163,12 @@ def fit(
         gtol: converged when max |projected d objective / d z| <= gtol, z the
             free coordinates (log theta); ``None`` means 1e-5 in float64 and
             1e-2 in float32, where rounding in the inner solve limits how small
-            the gradient can get.
+            the gradient can get.  The default L-BFGS has also converged when
+            a line search along its direction finds no progress (``ftol``) and
+            the direction's quadratic model predicts a gain of at most
+            ftol * (1 + |objective|): the optimum as far as the objective's
+            rounding resolves it (float32 fits end there with gradients a
+            little above 1e-2); ``grad_norm`` then exceeds gtol.
         ftol: a step makes progress when it changes (L-BFGS: raises) the
             objective by more than ``ftol * (1 + |objective|)``; ``None`` means
             4 eps of the dtype (about the rounding level of a log marginal
@@ -496,11 +501,17 @@ class AscentSteps(eqx.Module):
         accept = first | (progress_made if strategy.monotone else found)
         step_done = done & ~first
         z, value, grad, solution = select(done & accept, candidate, (s.z, s.value, s.grad, s.solution))
-        # Without progress, restart the optimiser from the last point; twice in a row: stalled.
+        # Without progress, restart the optimiser from the last point; twice in a row: stalled.  Unless the
+        # quasi-Newton model of the search that found nothing predicted no gain the objective can resolve: then
+        # the optimum is found to the objective's precision (float32's ML-II ends there, a little above gtol).
+        resolved = step_done & ~progress_made & strategy.resolved(s.search, s.memory,
+                                                                  self.ftol * (1.0 + xp.abs(s.value)))
         memory = select(step_done & ~progress_made, strategy.memory_init(z), s.memory)
         active = box.active_set(z, grad, lo, hi)
         grad_norm, code = self.gradient_test(z, grad, value, active)
         limit = xp.where(first, 0, s.steps + 1)
+        on_bound = box.any_at_bound(z, lo, hi)
+        code = xp.where(resolved & (code == _RUNNING), xp.where(on_bound, Status.AT_BOUND, Status.CONVERGED), code)
         code = xp.where(step_done & (code == _RUNNING) & ~progress_made & s.restarted, Status.STALLED, code)
         code = xp.where((code == _RUNNING) & (limit >= self.max_optimizer_steps), Status.MAX_STEPS, code)
         code = xp.where(done, code, _RUNNING).astype(xp.int32)
@@ -661,6 +672,10 @@ class _OptaxSteps:
 
     def observe(self, z, search, value, grad, aux):
         return search, jnp.asarray(True), jnp.isfinite(value), (search, value, grad, aux)
+
+    def resolved(self, search, memory, level):
+        """No model of the objective: a step without progress is never taken as the optimum."""
+        return False
 
 
 def _zeros_like_output(fn, *args):

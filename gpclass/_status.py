@@ -130,9 +130,21 @@ def _fit_message(status: Status, grad_norm: float | None, gtol: float | None) ->
     achieved = " is" if grad_norm is None else f" is {grad_norm:.2g},"  # "... is at most gtol" without the values
     tolerance = "gtol" if gtol is None else f"gtol = {gtol:.2g}"
     above = ("" if grad_norm is None else f" ({grad_norm:.2g})") + f" was still above {tolerance}"
+    resolution = (grad_norm is not None and gtol is not None and grad_norm > gtol)
+    if status == Status.CONVERGED and resolution:
+        return (f"converged to the objective's precision: {_GRADIENT}{above}, but a line search along the L-BFGS "
+                "direction found no gain above ftol * (1 + |objective|), and the direction's quadratic model "
+                "predicted none (in float32 the objective's rounding stops ML-II there); every hyperparameter is "
+                "inside the box.")
     if status == Status.CONVERGED:
+        either = ("" if grad_norm is not None else ", or (L-BFGS) no step could raise the objective by more than "
+                  "ftol * (1 + |objective|), as the direction's quadratic model predicted")
         return (f"converged: the gradient test was met: {_GRADIENT}{achieved} at most {tolerance}, with every "
-                "hyperparameter inside the box.")
+                f"hyperparameter inside the box{either}.")
+    if status == Status.AT_BOUND and resolution:
+        return (f"converged at a bound to the objective's precision: {_GRADIENT}{above}, but a line search along "
+                "the L-BFGS direction found no gain above ftol * (1 + |objective|), and the direction's quadratic "
+                "model predicted none; at least one hyperparameter sits at a bound of the box.")
     if status == Status.AT_BOUND:
         return (f"converged at a bound: the gradient test was met: {_GRADIENT}{achieved} at most {tolerance}, and at "
                 "least one hyperparameter sits at a bound of the box, typically because the objective still rises "
