@@ -9,9 +9,9 @@ a log hyperprior, and its gradient comes from ``jax.grad`` through the
 converged inner solution.
 
 Two drivers, one algorithm.  Under a transformation (``jax.jit``,
-``jax.vmap``, ``gpc.jit``), with an optax optimiser and above 512 cases, the
-optimiser runs inside one ``lax.while_loop`` (``_iterate.run``): the whole
-fit is one compiled program.  Called from Python with the default L-BFGS on
+``jax.vmap``, ``gpc.jit``), with an optax optimiser, or on more than 512
+cases, the optimiser runs inside one ``lax.while_loop`` (``_iterate.run``):
+the whole fit is one compiled program.  Called from Python with the default L-BFGS on
 at most 512 cases, where compilation dominates, only the objective and its
 gradient are compiled (``_fit_evaluation``) and the same step logic
 (``AscentSteps``, ``_box_lbfgs``, written for traced and NumPy arrays alike)
@@ -232,10 +232,9 @@ def fit(
             -1), ``done``, ``num_steps`` (``max_steps``); or
             ``gpc.Progress(fn, every=k, seconds=s)`` to thin the reports.
             From the host loop (below) the reports come from Python;
-            otherwise through a host
-            callback (``jax.debug.callback``; under ``vmap`` once per problem),
-            and the program is then not stored by JAX's persistent cache.
-            See ``gpclass._progress``.
+            otherwise through a host callback (``jax.debug.callback``; under
+            ``vmap`` once per problem), and the program is then not stored by
+            JAX's persistent cache.  See ``gpclass._progress``.
         verbose: ``True`` is ``progress=True`` (kept for compatibility).
 
     Compiled with gpclass's XLA options (:func:`gpclass.jit`).  Called from
@@ -271,7 +270,7 @@ def fit(
     data = dict(X=X, y=y, key=key, mask=mask, weights=weights)
     refuse_non_numeric("fit", _SIGNATURE, (method, kernel, likelihood), data)
     settings = dict(bounds=bounds, trainable=trainable, log_prior=log_prior, warm_start_inner=warm_start_inner)
-    if optimizer is None and top_level() and np.shape(X)[0] <= _HOST_LOOP_MAX_CASES:
+    if optimizer is None and top_level() and (np.shape(X) or (0,))[0] <= _HOST_LOOP_MAX_CASES:
         return _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ftol, throw, progress)
     return _fit_program(method, kernel, likelihood, optimizer=optimizer, max_steps=max_steps, gtol=gtol, ftol=ftol,
                         throw=throw, progress=progress, **data, **settings)
