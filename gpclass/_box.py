@@ -24,6 +24,15 @@ def namespace(*arrays):
     return jnp if any(isinstance(a, jax.Array) for a in arrays) else np
 
 
+def set_at(a, i, value):
+    """``a`` with ``a[i] = value``, a new array: ``.at[i].set`` for JAX arrays, a copy for NumPy ones."""
+    if isinstance(a, jax.Array):
+        return a.at[i].set(value)
+    a = a.copy()
+    a[int(i)] = value
+    return a
+
+
 def tolerance(z, lo, hi):
     """A few rounding errors of a free coordinate near the bounds (zero without bounds).  Bounds given as numbers
     or numpy arrays are worked out in numpy (float64, then the coordinates' dtype); traced ones (per-parameter

@@ -80,9 +80,9 @@ def lbfgs_update(g, memory: LBFGSMemory, z):
     weight = xp.where(sy == 0.0, 0.0, 1.0 / xp.where(sy == 0.0, 1.0, sy))
     s, y, weight = xp.where(started, s, 0.0), xp.where(started, y, 0.0), xp.where(started, weight, 0.0)
     previous = (memory.count - 1) % m
-    diff_params = _set_row(memory.diff_params, previous, s.astype(z.dtype))
-    diff_updates = _set_row(memory.diff_updates, previous, y.astype(z.dtype))
-    weights = _set_row(memory.weights, previous, weight.astype(memory.weights.dtype))
+    diff_params = box.set_at(memory.diff_params, previous, s.astype(z.dtype))
+    diff_updates = box.set_at(memory.diff_updates, previous, y.astype(z.dtype))
+    weights = box.set_at(memory.weights, previous, weight.astype(memory.weights.dtype))
     yy = xp.vdot(y, y)
     gamma = xp.where(yy > 0.0, xp.vdot(y, s) / xp.where(yy > 0.0, yy, 1.0), 1.0)
     gamma = xp.where(started, gamma, xp.minimum(1.0, 1.0 / xp.sqrt(xp.vdot(g, g))))
@@ -101,14 +101,6 @@ def lbfgs_update(g, memory: LBFGSMemory, z):
     r, _ = _scan(oldest_first, (gamma * q).astype(g.dtype), (order, alphas))
     count = (memory.count + (memory.count < xp.iinfo(xp.int32).max)).astype(xp.int32)  # optax's safe increment
     return r, LBFGSMemory(count, z, g, diff_params, diff_updates, weights)
-
-
-def _set_row(a, i, row):
-    if isinstance(a, jax.Array):
-        return a.at[i].set(row)
-    a = a.copy()
-    a[int(i)] = row
-    return a
 
 
 def _scan(f, carry, xs, reverse=False):

@@ -295,9 +295,7 @@ def _ascent(method, kernel, likelihood, X, y, *, key, mask, weights, bounds, tra
     wrapper = None if solve_likelihood is likelihood else type(solve_likelihood)
     y = check_two_classes(y, checks, likelihood.one_class(y))
     dtype = X.dtype
-    gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
-    if ftol is None:
-        ftol = 4 * float(jnp.finfo(dtype).eps)
+    gtol, ftol = _tolerances(gtol, ftol, dtype)
     spec = trainable_spec((kernel, likelihood), trainable)
     params, static = eqx.partition((kernel, likelihood), spec)  # fixed parameters go with the static part
     if not jax.tree.leaves(params):
@@ -321,6 +319,11 @@ def _ascent(method, kernel, likelihood, X, y, *, key, mask, weights, bounds, tra
     steps = AscentSteps(strategy, lo, hi, gtol, ftol, max_steps, progress, every)
     return MarginalLikelihoodAscent(method, static, from_free, unravel, X, y, wrapper, key, log_prior,
                                     warm_start_inner, z0, steps)
+
+
+def _tolerances(gtol, ftol, dtype) -> tuple[float, float]:
+    """fit's gtol and ftol for data of ``dtype`` (its docstring's defaults where None)."""
+    return tolerance(gtol, dtype, 1e-5, 1e-2), 4 * float(jnp.finfo(dtype).eps) if ftol is None else ftol
 
 
 @entry_point
@@ -367,8 +370,7 @@ def _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ft
     come from tracing the set-up alone (``_start_shapes``)."""
     z_shape, warm_shape, X_shape = eqx.filter_eval_shape(_start_shapes, method, kernel, likelihood, data, settings)
     dtype = X_shape.dtype  # the tolerances are the data's dtype's, as in the program
-    gtol = tolerance(gtol, dtype, 1e-5, 1e-2)
-    ftol = 4 * float(jnp.finfo(dtype).eps) if ftol is None else ftol
+    gtol, ftol = _tolerances(gtol, ftol, dtype)
     zeros = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), warm_shape)
     # The data go to the device once, not at every call (a copy of X per trial point).
     data = {name: jax.device_put(v) if isinstance(v, np.ndarray) else v for name, v in data.items()}
@@ -514,7 +516,7 @@ class AscentSteps(eqx.Module):
         code = xp.where(step_done & (code == _RUNNING) & ~progress_made & s.restarted, Status.STALLED, code)
         code = xp.where((code == _RUNNING) & (limit >= self.max_optimizer_steps), Status.MAX_STEPS, code)
         code = xp.where(done, code, _RUNNING).astype(xp.int32)
-        history = xp.where(step_done, _set(s.history, s.steps, -value), s.history)
+        history = xp.where(step_done, box.set_at(s.history, s.steps, -value), s.history)
         if self.progress is not None:
             # Reported from the running problems only: under vmap a stopped problem's iterations are discarded.
             step, stopped = s.steps + step_done, code != _RUNNING
@@ -529,15 +531,6 @@ class AscentSteps(eqx.Module):
             steps=s.steps + step_done, history=history, code=code,
             restarted=xp.where(step_done, ~progress_made, s.restarted), started=xp.asarray(True),
         )
-
-
-def _set(a, i, value):
-    """``a`` with ``a[i] = value`` (a new array)."""
-    if isinstance(a, jax.Array):
-        return a.at[i].set(value)
-    a = a.copy()
-    a[int(i)] = value
-    return a
 
 
 class MarginalLikelihoodAscent(AbstractIterativeSolver):
