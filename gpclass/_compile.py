@@ -83,7 +83,8 @@ def compiler_options() -> dict:
 
 def _accepts(options: dict) -> bool:
     try:
-        jax.jit(jnp.negative, compiler_options=options).lower(jnp.zeros(())).compile()
+        # Lowered from a shape: no array is made, so no other program is compiled for the probe.
+        jax.jit(jnp.negative, compiler_options=options).lower(jax.ShapeDtypeStruct((), jnp.float32)).compile()
     except jax.errors.JaxRuntimeError:
         return False
     return True
@@ -163,6 +164,15 @@ def jit(fun=None, /, **jit_kwargs):
     return _Deferred(make, fun)
 
 
+def with_fast_codegen(options: dict) -> dict:
+    """``options`` (:func:`compiler_options`) with LLVM optimisation level 0 where they set a level (the CPU):
+    for a program whose compile time dominates its calls (``gpc.fit``'s host loop, module docstring)."""
+    return {**options, _LEVEL: 0} if _LEVEL in options else options
+
+
+_LEVEL = "xla_backend_optimization_level"
+
+
 def filter_jit(fun=None, /, *, compiler_options: dict | None = None):
     """``eqx.filter_jit(fun)`` (arrays traced, everything else static) with gpclass's XLA options;
     ``compiler_options`` are added to (and override) gpclass's.  A failed gpclass check raises a
@@ -183,11 +193,22 @@ def filter_jit(fun=None, /, *, compiler_options: dict | None = None):
     if fun is None:
         return functools.partial(filter_jit, compiler_options=compiler_options)
     own = compiler_options or {}
+    return _filter_jit_with(lambda options: {**options, **own}, fun)
+
+
+def _filter_jit_with(adjust, fun):
+    """``eqx.filter_jit(fun)`` compiled with ``adjust(compiler_options())`` at the top level (none inside
+    another transformation)."""
 
     def make(options):
-        return eqx.filter_jit(fun, compiler_options=None if options is None else {**options, **own} or None)
+        return eqx.filter_jit(fun, compiler_options=None if options is None else adjust(options) or None)
 
     return _Deferred(make, fun)
+
+
+def filter_jit_fast_codegen(fun):
+    """:func:`filter_jit` at LLVM optimisation level 0 on the CPU (:func:`with_fast_codegen`)."""
+    return _filter_jit_with(with_fast_codegen, fun)
 
 
 def enable_compilation_cache(directory=None) -> pathlib.Path:

@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._compile import filter_jit
+from ._compile import filter_jit, filter_jit_fast_codegen
 from ._exceptions import GPClassError, register_messages
 from ._jax_compat import current_trace as _current_trace
 from ._jax_compat import top_level
@@ -144,15 +144,20 @@ def error_if(x, pred, message: str):
     return branched_error_if(x, jnp.any(pred), 0, [message])
 
 
-def entry_point(fun):
+def entry_point(fun=None, /, *, fast_codegen: bool = False):
     """``gpc.filter_jit(fun)`` whose checks, in a call with no transformation active, are raised by Python.
 
     Under a transformation (a user's ``jit``, ``grad``, ``vmap``), ``fun`` is
-    traced as it is and its checks raise from the program.
+    traced as it is and its checks raise from the program.  ``fast_codegen``:
+    the top-level call's program is compiled at LLVM optimisation level 0 on
+    the CPU (``_compile.with_fast_codegen``), for a program whose compilation
+    dominates its calls.
     """
+    if fun is None:
+        return functools.partial(entry_point, fast_codegen=fast_codegen)
     inside = filter_jit(fun)
 
-    @filter_jit
+    @(filter_jit_fast_codegen if fast_codegen else filter_jit)
     @functools.wraps(fun)  # the program is named after the entry point
     def returning_checks(*args, **kwargs):
         returned = _Returned(_current_trace(), [], [], [], [])

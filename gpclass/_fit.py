@@ -16,7 +16,8 @@ at most 512 cases, where compilation dominates, only the objective and its
 gradient are compiled (``_fit_evaluation``) and the same step logic
 (``AscentSteps``, ``_box_lbfgs``, written for traced and NumPy arrays alike)
 runs in NumPy between its calls: XLA compiles about half as much, which is
-most of a first fit's time (``benchmarks/first_fit.py``).
+most of a first fit's time, and that program is compiled for compile speed
+(LLVM optimisation level 0 on the CPU; ``benchmarks/first_fit.py``).
 Both drivers take the same trial points (``tests/test_fit_host.py``); in float32,
 where NumPy and XLA may round the step arithmetic differently and the
 objective's rounding steers the line search, they reach the same optimum to
@@ -346,12 +347,17 @@ def _start_shapes(method, kernel, likelihood, data, settings):
     return ascent.z0, ascent.zero_start(), ascent.X
 
 
-@entry_point
+@entry_point(fast_codegen=True)
 def _fit_evaluation(method, kernel, likelihood, X, y, z, init, first, *, key, mask, weights, bounds, trainable,
                     log_prior, warm_start_inner):
     """The host loop's program: the point evaluated (z, or the checked start where ``first``), -objective, its
     gradient and the method's solution there, with the kernel and likelihood there; the free coordinates' box
-    and the checked data.  Every check of the problem runs at every call (each costs O(n d) at most)."""
+    and the checked data.  Every check of the problem runs at every call (each costs O(n d) at most).
+
+    Compiled at LLVM optimisation level 0 on the CPU (``fast_codegen``): the host loop serves fits whose
+    compilation dominates, and this halves it (Ionosphere's 138 cases: 0.8 -> 0.35 s) for evaluations up to
+    2-3x slower (1.5 -> 4.3 ms there), which a fit of 10-30 evaluations recovers many times over; a later fit
+    of the same shape pays only the slower evaluations (benchmarks/README.md, ``first_fit.py --drivers``)."""
     ascent = _ascent(method, kernel, likelihood, X, y, key=key, mask=mask, weights=weights, bounds=bounds,
                      trainable=trainable, log_prior=log_prior, warm_start_inner=warm_start_inner, optimizer=None,
                      max_steps=1, gtol=None, ftol=None, progress=None)

@@ -161,16 +161,17 @@ def test_every_other_method_and_operator_in_float32_matches_float64(problem):
 
 
 def test_float32_ml2_stops_converged_where_the_objective_cannot_resolve_more(monkeypatch):
-    """x64 off, 100 standardised Ionosphere cases: the float32 fit reaches scikit-learn's float64 log marginal
-    likelihood to 1e-4 with a gradient of about 0.02, above float32's gtol of 1e-2, where the next L-BFGS step's
+    """x64 off, 100 standardised Pima cases: the float32 fit reaches scikit-learn's float64 log marginal
+    likelihood to 1e-4 with a gradient of about 0.012, above float32's gtol of 1e-2, where the next L-BFGS step's
     predicted gain is below the objective's rounding (ftol (1 + |log q|)): CONVERGED, not STALLED after two
-    fruitless line searches (and an error under throw=True), as it was before that rule."""
+    fruitless line searches (and an error under throw=True), as it was before that rule.  (Which problems end
+    this way depends on the objective program's float32 rounding: ``benchmarks/float32_fit_grid.py``.)"""
     from gpclass._box_lbfgs import BoxLBFGS
 
-    X, y = gpc.datasets.load("ionosphere")
-    idx = np.random.default_rng(1).permutation(len(y))[:100]
+    X, y = gpc.datasets.load("pima")
+    idx = np.random.default_rng(0).permutation(len(y))[:100]
     X, y = gpc.datasets.standardize(X[idx]).astype(np.float32), y[idx]
-    sklearn_optimum = -42.204226  # GaussianProcessClassifier(ConstantKernel(1) * RBF(sqrt(34))), float64
+    sklearn_optimum = -57.957593  # GaussianProcessClassifier(ConstantKernel(1) * RBF(sqrt(8))), float64
     with jax.enable_x64(False):
         start = gpc.kernels.SquaredExponential(np.float32(1.0), np.float32(np.sqrt(X.shape[1])))
         result = gpc.fit(gpc.Laplace(), start, gpc.likelihoods.Logistic(), X, y)

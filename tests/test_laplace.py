@@ -206,10 +206,10 @@ def test_reverse_mode_inverts_b_once_and_runs_no_cholesky_vjp(ionosphere_small):
     assert len(re.findall(r"= cholesky \w", jaxpr)) == 2
 
 
-@pytest.mark.parametrize("n", [1, 60, 128, 129, 301, 600])
+@pytest.mark.parametrize("n", [1, 60, 256, 257, 301, 600])
 def test_inverse_from_cholesky_equals_the_inverse(n):
-    """B^-1 from B's Cholesky factor by block recursion (leaves of at most 128 rows here: 129 and 301 recurse, 301
-    into unequal halves) against NumPy's LU-based inverse of B."""
+    """B^-1 from B's Cholesky factor by block recursion (leaves of at most 256 rows here: 257, 301 and 600
+    recurse, 257 and 301 into unequal halves, 600 twice) against NumPy's LU-based inverse of B."""
     rng = np.random.default_rng(n)
     A = rng.normal(size=(n, n))
     B = A @ A.T / n + np.eye(n)
