@@ -240,16 +240,19 @@ def fit(
 
     Compiled with gpclass's XLA options (:func:`gpclass.jit`).  Called from
     Python with the default optimiser on at most 512 cases, where compilation
-    dominates, ``fit`` compiles the objective and its gradient alone and takes
-    the L-BFGS steps on the host, one compiled call per trial point (the
-    module docstring); otherwise (more cases, ``jax.jit``, ``jax.vmap``,
+    dominates, ``fit`` compiles the objective and its gradient alone, for
+    compile speed (on the CPU at LLVM optimisation level 0: about half the
+    first fit's time, evaluations up to 2-3x slower), and takes the L-BFGS
+    steps on the host, one compiled call per trial point (the module
+    docstring); otherwise (more cases, ``jax.jit``, ``jax.vmap``,
     ``gpc.jit``, an optax ``optimizer``) the whole fit is one program.
     Either way non-array arguments (``optimizer``, ``log_prior``, ``bounds``,
     tolerances) are static, so pass the same objects to reuse a compilation;
     the host loop's program is shared by every ``max_steps``, tolerance and
     ``progress`` setting.  For many fits of one small shape, compile the
     whole fit once (``gpc.jit(gpc.fit, static_argnames=...)``, or
-    ``jax.vmap`` them): each then runs without the host's round trips.
+    ``jax.vmap`` them): each then runs optimised, without the host's round
+    trips (about half the host loop's time per later fit).
 
     Example:
         >>> X, y = gpc.datasets.load("ionosphere"); X, y = X[:40, :4], y[:40]
@@ -277,10 +280,11 @@ def fit(
                         throw=throw, progress=progress, **data, **settings)
 
 
-# The host loop where compilation dominates a fit.  It halves the compilation, but each trial point is then a call of
-# the objective's program (a round trip, and on Linux's allocator the n x n temporaries allocated afresh): at
-# n = 1000 the first fit gains nothing and every later fit of that shape is 20-30 % slower, at n = 300 the first
-# fit gains 0.5 s for 50 ms per later fit (benchmarks/README.md, ``first_fit.py --drivers``).
+# The host loop where compilation dominates a fit.  It compiles less than half as much as the whole loop (and at
+# LLVM level 0), but each trial point is then a call of a less optimised program (a round trip, and on Linux's
+# allocator the n x n temporaries allocated afresh): at n = 1000 the first fit gained nothing (at level 1) and every
+# later fit of that shape was slower, at n = 300 the first fit gains 1.5 s for 170 ms per later fit, at 512 1.3 s
+# for 270 ms (benchmarks/README.md, ``first_fit.py --drivers``).
 _HOST_LOOP_MAX_CASES = 512
 
 
