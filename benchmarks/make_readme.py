@@ -879,7 +879,9 @@ SECTIONS = (
         "process. With `--before`, this tree's first fit against an earlier commit's. With `--drivers`, `gpc.fit` "
         "called directly (the host loop up to 512 cases) against `gpc.jit(gpc.fit)` (one program): the first fit and "
         "a later fit of the same shape."), (
-        Group(r"first_fit_n\d+.*", "Against scikit-learn", first_fit, first_fit_brief),
+        Group(r"first_fit_n138.*", "Against scikit-learn, 138 cases", first_fit, first_fit_brief),
+        Group(r"first_fit_n300.*", "Against scikit-learn, 300 cases", first_fit, first_fit_brief),
+        Group(r"first_fit_n\d+.*", "Against scikit-learn, other sizes", first_fit, first_fit_brief),
         Group(r"first_fit_before_.*", "Against earlier commits", first_fit, first_fit_brief),
         Group(r"first_fit_drivers.*", "gpc.fit's drivers: host loop (direct call) and one program (`gpc.jit`)",
               first_fit_drivers, first_fit_drivers_brief))),
@@ -1066,8 +1068,10 @@ HEADLINES = (
              lambda run: svgp_speedup(run, 100_000, 300)),
     Headline("SVGP step, n = 10^5, m = 500: GPflow / gpclass", "svgp_vs_gpflow", SVGP_RUNS,
              lambda run: svgp_speedup(run, 100_000, 500)),
-    Headline("First ML-II fit in a new process: gpclass / scikit-learn", "first_fit", r"first_fit_n\d+.*",
-             first_fit_ratio),
+    Headline("First ML-II fit in a new process, 138 cases: gpclass / scikit-learn", "first_fit",
+             r"first_fit_n138.*", first_fit_ratio),
+    Headline("First ML-II fit in a new process, 300 cases: gpclass / scikit-learn", "first_fit",
+             r"first_fit_n300.*", first_fit_ratio),
     Headline("VFE-KL / FITC-EP, one value and gradient, n = 10^5", "quadrature_cost", ".*",
              lambda run: quadrature_vfe_kl(run, 100_000)),
     Headline("VFE-KL / FITC-EP, one value and gradient, n = 10^6", "quadrature_cost", ".*",
