@@ -33,6 +33,31 @@ def test_an_option_the_jaxlib_rejects_is_left_out(monkeypatch):
         _compile.compiler_options.cache_clear()
 
 
+def test_fast_codegen_lowers_only_the_llvm_level_and_only_where_one_is_set():
+    """``gpc.fit``'s host loop compiles its objective at LLVM level 0: the CPU options with that one change, and
+    no level added where gpclass sets none (another backend); the program a top-level fit lowers carries it."""
+    import equinox as eqx
+
+    from gpclass import _compile, _fit
+
+    cpu = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 1}
+    assert _compile.with_fast_codegen(cpu) == {"xla_cpu_use_fusion_emitters": False,
+                                               "xla_backend_optimization_level": 0}
+    assert _compile.with_fast_codegen({}) == {}
+    X, y = toy_data(n=20, seed=0)
+    method, kernel, likelihood = gpc.Laplace(), gpc.kernels.SquaredExponential(1.0, 1.0), gpc.likelihoods.Logistic()
+    data = dict(X=X, y=y, key=None, mask=None, weights=None)
+    settings = dict(bounds=(1e-8, 1e8), trainable=None, log_prior=None, warm_start_inner=True)
+    z, warm, _ = eqx.filter_eval_shape(_fit._start_shapes, method, kernel, likelihood, data, settings)
+    lowered = _fit._fit_evaluation.lower(method, kernel, likelihood, z=np.zeros(z.shape, z.dtype),
+                                         init=np.zeros(warm.shape, warm.dtype), first=np.asarray(True),
+                                         **data, **settings)
+    options = getattr(getattr(lowered, "lowered", lowered)._lowering, "_compiler_options_kvs", None)
+    if options is None:
+        pytest.skip("this JAX keeps a lowering's compiler options elsewhere")
+    assert dict(options) == _compile.with_fast_codegen(gpc.compiler_options())
+
+
 def f(x):
     return jnp.sum(jnp.sin(x) * x)
 
