@@ -98,8 +98,9 @@ _MESSAGES = {
     Status.IMPRECISE: (
         "imprecise: the iterations stopped moving, but the solution does not satisfy its own equation to the "
         "tolerance in this floating-point precision (for Laplace, the residual f - K grad log p(y|f), which is the "
-        "error of the predictive mean at the training inputs; for the Jaakkola-Jordan bounds, a bound above 0 or a "
-        "negative posterior variance); the problem is too ill-conditioned for this precision: typically float32 "
+        "error of the predictive mean at the training inputs; for the Jaakkola-Jordan bounds, a bound above 0, a "
+        "negative posterior variance, or nu still moving by more than tol while steps no longer raise the bound "
+        "above its rounding level); the problem is too ill-conditioned for this precision: typically float32 "
         "with a large signal variance or long length scales. Compute in float64 (jax_enable_x64), or standardise "
         "the inputs and start from moderate hyperparameters."
     ),
@@ -175,7 +176,7 @@ _SOLVER_CRITERIA = {
     "KL": ("between two steps the sites tau~ and nu~ change by at most site_tol * (1 + max |.|) and the ELBO by at "
            "most tol * (1 + |ELBO|)"),
     "JaakkolaJordan": "between two steps nu changes by at most tol * (1 + max |nu|) and log Z' by at most "
-                      "tol * (1 + |log Z'|)",
+                      "tol * (1 + |log Z'|) or its rounding level",
     "JaakkolaJordanUpper": "between two steps mu changes by at most tol and log Z'' by at most tol * (1 + |log Z''|)",
 }
 _SOLVER = {
