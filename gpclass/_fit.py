@@ -14,7 +14,7 @@ cases, the optimiser runs inside one ``lax.while_loop`` (``_iterate.run``):
 the whole fit is one compiled program.  Called from Python with the default L-BFGS on
 at most 512 cases, where compilation dominates, only the objective and its
 gradient are compiled (``_fit_evaluation``) and the same step logic
-(``AscentSteps``, ``_box_lbfgs``, written for traced and NumPy arrays alike)
+(``_fit_steps.AscentSteps``, ``_box_lbfgs``, written for traced and NumPy arrays alike)
 runs in NumPy between its calls: XLA compiles about half as much, which is
 most of a first fit's time, and that program is compiled for compile speed
 (LLVM optimisation level 0 on the CPU; ``benchmarks/first_fit.py``).
@@ -54,7 +54,6 @@ second in a row ends the fit as ``STALLED``.  Why the fit stopped is the integer
 
 import inspect
 from collections.abc import Callable
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -64,22 +63,21 @@ import numpy as np
 import optax
 
 from . import _box as box
-from ._box_lbfgs import BoxLBFGS, select
+from ._box_lbfgs import BoxLBFGS
 from ._errors import entry_point, refuse_non_numeric
 from ._exceptions import GPClassError
 from ._fit_parameters import check_start_in_box, coordinate_box, parameter_transforms, trainable_spec
+from ._fit_steps import RUNNING, AscentSteps, FitState, OptaxSteps
 from ._inference import AbstractInference, GaussianPosterior, SoftmaxPosterior
 from ._inference._infer import apply_mask, prior_covariance, solve
 from ._iterate import AbstractIterativeSolver, run, tolerance
 from ._jax_compat import top_level
-from ._progress import Progress, as_progress, due, every_for, report
+from ._progress import Progress, as_progress, every_for
 from ._status import Status, raise_unless_successful, successful, unsuccessful_message
 from ._types import Array, Float, Int
 from ._validation import Checks, check_inputs, check_two_classes, require_optimizer, require_setting
 from .kernels import AbstractKernel
 from .likelihoods import AbstractLikelihood
-
-_RUNNING = -1  # internal: the loop goes on
 
 
 class FitResult(eqx.Module):
@@ -319,7 +317,7 @@ def _ascent(method, kernel, likelihood, X, y, *, key, mask, weights, bounds, tra
         _check_log_prior(log_prior(kernel, likelihood), checks)
     X, y, z0 = checks.attach((X, y, box.snap(z0, lo, hi)))
 
-    strategy = BoxLBFGS(lo, hi) if optimizer is None else _OptaxSteps(optimizer, lo, hi)
+    strategy = BoxLBFGS(lo, hi) if optimizer is None else OptaxSteps(optimizer, lo, hi)
     every = None if progress is None else every_for(progress, max_steps)
     steps = AscentSteps(strategy, lo, hi, gtol, ftol, max_steps, progress, every)
     return MarginalLikelihoodAscent(method, static, from_free, unravel, X, y, wrapper, key, log_prior,
@@ -395,7 +393,7 @@ def _fit_on_host(method, kernel, likelihood, data, settings, max_steps, gtol, ft
         every = None if progress is None else every_for(progress, max_steps)
         steps = AscentSteps(BoxLBFGS(lo, hi), lo, hi, gtol, ftol, max_steps, progress, every)
         state = steps.advance(steps.initial(z0, aux), z0, value, grad, aux)
-        while int(state.code) == _RUNNING:
+        while int(state.code) == RUNNING:
             trial = steps.strategy.trial(state.z, state.search)
             warm = state.solution[0].warm_start
             _, value, grad, aux, _ = evaluate(trial, warm, False)
@@ -440,107 +438,6 @@ def _check_log_prior(value, checks) -> None:
                            f"{jnp.shape(value)} (sum the terms, e.g. jnp.sum(...)).")
     checks.fail_if(~jnp.isfinite(value), "fit: log_prior(kernel, likelihood) is not finite at the starting "
                    "hyperparameters; start inside the prior's support (or check the prior's formula).")
-
-
-class FitState(NamedTuple):
-    """The state of fit's loop: the accepted point and the method's typed solution there (the posterior's fields
-    computed from K), the pending line search, the optimiser's memory and the record.  A NamedTuple: the host loop
-    builds one per step, which an equinox Module makes about ten times slower."""
-
-    z: Array
-    value: Array
-    grad: Array
-    solution: object
-    search: object
-    memory: object
-    steps: Array
-    history: Array
-    code: Array
-    restarted: Array
-    started: Array
-
-
-class AscentSteps(eqx.Module):
-    """fit's optimiser around its objective: the state after each evaluation (value, gradient and the method's
-    solution at the trial point), and why the fit stopped (``code``, a :class:`gpclass.Status`).  The same code
-    runs traced inside the program (``MarginalLikelihoodAscent``) and in NumPy on the host between calls of the
-    compiled objective (``_fit_on_host``); ``max_optimizer_steps`` counts optimiser steps, not evaluations."""
-
-    strategy: object
-    lo: np.ndarray | Array  # per free coordinate (traced where a bound is an array)
-    hi: np.ndarray | Array
-    gtol: float
-    ftol: float
-    max_optimizer_steps: int
-    progress: Progress | None
-    every: object
-
-    def initial(self, z0, solution0) -> FitState:
-        """The state before the first evaluation (at z0, taken as it is)."""
-        xp, dtype = box.namespace(z0), z0.dtype
-        zero = xp.zeros((), dtype)
-        return FitState(
-            z=z0, value=zero, grad=xp.zeros_like(z0), solution=solution0,
-            search=self.strategy.initial(z0, zero, xp.zeros_like(z0), solution0),
-            memory=self.strategy.memory_init(z0), steps=xp.asarray(0),
-            history=xp.full((self.max_optimizer_steps,), xp.nan, dtype),
-            code=xp.asarray(_RUNNING, xp.int32), restarted=xp.asarray(False), started=xp.asarray(False),
-        )
-
-    def gradient_test(self, z, grad, value, active):
-        """(max |projected gradient|, CONVERGED / AT_BOUND / _RUNNING, or FAILED where the value is not finite)."""
-        xp = box.namespace(z, grad, value)
-        pg_norm = xp.max(xp.abs(box.projected(grad, active)))
-        on_bound = box.any_at_bound(z, self.lo, self.hi)
-        code = xp.where(pg_norm <= self.gtol, xp.where(on_bound, Status.AT_BOUND, Status.CONVERGED), _RUNNING)
-        return pg_norm, xp.where(xp.isfinite(value), code, Status.FAILED).astype(xp.int32)
-
-    def advance(self, s: FitState, trial, value, grad, solution, line_objective=None) -> FitState:
-        """The state after the evaluation (value = -objective, its gradient, the solution) at ``trial``;
-        ``line_objective(warm_start)``, the objective along a line, for an optax optimiser with a line search."""
-        strategy, lo, hi = self.strategy, self.lo, self.hi
-        xp = box.namespace(trial, value, grad)
-        search, done, found, candidate = strategy.observe(s.z, s.search, value, grad, solution)
-        first = ~s.started  # the start: taken as it is
-        done = done | first
-        candidate = select(first, (trial, value, grad, solution), candidate)
-        _, new_value, _, _ = candidate
-        change = s.value - new_value  # NaN or -inf at an infeasible point
-        # L-BFGS must raise the objective; fixed-step optimisers such as Adam need only change it.
-        progress_made = found & ((change if strategy.monotone else xp.abs(change))
-                                 > self.ftol * (1.0 + xp.abs(s.value)))
-        accept = first | (progress_made if strategy.monotone else found)
-        step_done = done & ~first
-        z, value, grad, solution = select(done & accept, candidate, (s.z, s.value, s.grad, s.solution))
-        # Without progress, restart the optimiser from the last point; twice in a row: stalled.  Unless the
-        # quasi-Newton model of the search that found nothing predicted no gain the objective can resolve: then
-        # the optimum is found to the objective's precision (float32's ML-II ends there, a little above gtol).
-        resolved = step_done & ~progress_made & strategy.resolved(s.search, s.memory,
-                                                                  self.ftol * (1.0 + xp.abs(s.value)))
-        memory = select(step_done & ~progress_made, strategy.memory_init(z), s.memory)
-        active = box.active_set(z, grad, lo, hi)
-        grad_norm, code = self.gradient_test(z, grad, value, active)
-        limit = xp.where(first, 0, s.steps + 1)
-        on_bound = box.any_at_bound(z, lo, hi)
-        code = xp.where(resolved & (code == _RUNNING), xp.where(on_bound, Status.AT_BOUND, Status.CONVERGED), code)
-        code = xp.where(step_done & (code == _RUNNING) & ~progress_made & s.restarted, Status.STALLED, code)
-        code = xp.where((code == _RUNNING) & (limit >= self.max_optimizer_steps), Status.MAX_STEPS, code)
-        code = xp.where(done, code, _RUNNING).astype(xp.int32)
-        history = xp.where(step_done, box.set_at(s.history, s.steps, -value), s.history)
-        if self.progress is not None:
-            # Reported from the running problems only: under vmap a stopped problem's iterations are discarded.
-            step, stopped = s.steps + step_done, code != _RUNNING
-            report(self.progress, "fit", (s.code == _RUNNING) & done & due(step, self.every, stopped), step,
-                   stopped, total=self.max_optimizer_steps, objective=-value, grad_norm=grad_norm,
-                   improved=progress_made, status=code)
-        value_fn = None if line_objective is None else line_objective(solution.warm_start)
-        new_search, new_memory = select(done, strategy.begin(z, value, grad, active, memory, solution, value_fn),
-                                        (search, memory))
-        return FitState(
-            z=z, value=value, grad=grad, solution=solution, search=new_search, memory=new_memory,
-            steps=s.steps + step_done, history=history, code=code,
-            restarted=xp.where(step_done, ~progress_made, s.restarted), started=xp.asarray(True),
-        )
 
 
 class MarginalLikelihoodAscent(AbstractIterativeSolver):
@@ -620,7 +517,7 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
         return self.steps.advance(s, trial, value, grad, solution, self.line_objective)
 
     def terminate(self, s: FitState):
-        return s.code != _RUNNING, jnp.asarray(False)
+        return s.code != RUNNING, jnp.asarray(False)
 
     def finite(self, s: FitState):
         return jnp.isfinite(s.value)
@@ -643,41 +540,6 @@ class MarginalLikelihoodAscent(AbstractIterativeSolver):
             grad_norm=grad_norm,
             status=s.code,
         )
-
-
-class _OptaxSteps:
-    """Any optax optimiser in fit's loop (the protocol of ``BoxLBFGS``): one evaluation per step, at the
-    projection of its update onto the box (active coordinates frozen, the others clipped)."""
-
-    monotone = False  # fixed-step optimisers such as Adam need not lower the objective every step
-
-    def __init__(self, optimizer: optax.GradientTransformation, lo: float, hi: float):
-        self.optimizer, self.lo, self.hi = optax.with_extra_args_support(optimizer), lo, hi
-
-    def memory_init(self, z):
-        return self.optimizer.init(z)
-
-    def initial(self, z, value, grad, aux):
-        return z
-
-    def begin(self, z, value, grad, active, memory, aux, value_fn):
-        """The next trial point; an optimiser with a line search sees the objective along the projected path."""
-        pgrad = box.projected(grad, active)
-        updates, memory = self.optimizer.update(
-            pgrad, memory, z, value=value, grad=pgrad,
-            value_fn=lambda p: value_fn(box.project(p, z, active, self.lo, self.hi)),
-        )
-        return box.project(optax.apply_updates(z, updates), z, active, self.lo, self.hi), memory
-
-    def trial(self, z, search):
-        return search
-
-    def observe(self, z, search, value, grad, aux):
-        return search, jnp.asarray(True), jnp.isfinite(value), (search, value, grad, aux)
-
-    def resolved(self, search, memory, level):
-        """No model of the objective: a step without progress is never taken as the optimum."""
-        return False
 
 
 def _zeros_like_output(fn, *args):
