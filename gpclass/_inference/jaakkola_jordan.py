@@ -77,8 +77,8 @@ class JaakkolaJordan(AbstractInference):
             larger) between steps.  ``None`` means 1e-10 in float64 and 1e-5 in
             float32.  Where rounding keeps nu from settling (steps that no
             longer raise log Z' above its rounding level nor shrink nu's
-            change: float32 at a signal variance of 100 or more), the solve
-            ends as ``Status.IMPRECISE``.
+            change; e.g. float32 at signal variances from 100 on standardised
+            Ionosphere), the solve ends as ``Status.IMPRECISE``.
         max_steps: largest number of Newton steps on the closed-form
             stationarity condition nu_n^2 = E_q[a_n^2], each safeguarded by the
             EM update nu_n <- E_q[a_n^2]^1/2 (log Z' never decreases).
