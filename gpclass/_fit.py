@@ -18,10 +18,12 @@ gradient are compiled (``_fit_evaluation``) and the same step logic
 runs in NumPy between its calls: XLA compiles about half as much, which is
 most of a first fit's time, and that program is compiled for compile speed
 (LLVM optimisation level 0 on the CPU; ``benchmarks/first_fit.py``).
-Both drivers take the same trial points (``tests/test_fit_host.py``); in float32,
-where NumPy and XLA may round the step arithmetic differently and the
-objective's rounding steers the line search, they reach the same optimum to
-float32's precision, in possibly different numbers of steps.
+Both drivers take the same trial points (``tests/test_fit_host.py``, both
+compiled at one level; at different levels the objective's last digits may
+differ, 1e-14 relative in float64); in float32, where NumPy and XLA may round
+the step arithmetic differently and the objective's rounding steers the line
+search, they reach the same optimum to float32's precision, in possibly
+different numbers of steps.
 
 Bounds.  Each free coordinate z (log theta, or the log-odds
 log(theta / (u - theta)) of an upper-bounded parameter) is kept in a box
