@@ -600,6 +600,26 @@ def float32_fit_grid_brief(run: Run) -> str:
             f"(without the rule {summary['status_without_rule'].get('CONVERGED', 0)})")
 
 
+def float32_jj_grid(run: Run) -> list[str]:
+    solves = records(run.results["solves"], [
+        ("data", "data", str), ("sigma_f^2", "variance", number), ("float32 status", "status", str),
+        ("steps", "steps", str), ("float32 log Z'", "log_z", number), ("float64 status", "float64_status", str),
+        ("float64 log Z'", "float64_log_z", number), ("gap", "gap", number)])
+    fits = [dict(data=row["data"], n=row["n"], **{f"{p}_{k}": v for p in ("float32", "float64")
+                                                   for k, v in row[p].items()}) for row in run.results["fits"]]
+    return solves + [""] + records(fits, [
+        ("ML-II", "data", str), ("n", "n", str), ("float32 status", "float32_status", str),
+        ("float32 first fit", "float32_seconds", duration), ("float32 log q", "float32_log_q", number),
+        ("float64 status", "float64_status", str), ("float64 first fit", "float64_seconds", duration),
+        ("float64 log q", "float64_log_q", number)])
+
+
+def float32_jj_grid_brief(run: Run) -> str:
+    statuses = [row["status"] for row in run.results["solves"]]
+    return f"float32 solves: CONVERGED {statuses.count('CONVERGED')}, IMPRECISE {statuses.count('IMPRECISE')} of " \
+           f"{len(statuses)}"
+
+
 def kuss_rasmussen_table1(run: Run) -> list[str]:
     rows = []
     for data, result in run.results["results"].items():
@@ -984,6 +1004,11 @@ SECTIONS = (
         "How each float32 fit stops, with and without the rule that a line search without progress where the L-BFGS "
         "model predicts no resolvable gain is convergence, and its log q against scikit-learn's float64 optimum."), (
         Group(r"float32_fit_grid.*", "12 problems", float32_fit_grid, float32_fit_grid_brief),)),
+    Section("float32_jj_grid", (
+        "How each float32 solve of the Jaakkola-Jordan bound stops, its log Z' against float64's, and the first "
+        "float32 and float64 ML-II fits with the bound."), (
+        Group(r"float32_jj_grid.*", "Three data sets, five signal variances", float32_jj_grid,
+              float32_jj_grid_brief),)),
     Section("float32_laplace_grid", (
         "Problems counted by the float32 status the mode's residual check gives, with the residuals and the test "
         "means' distance from float64's."), (
