@@ -55,9 +55,10 @@ import jax.numpy as jnp
 from ._exceptions import as_gpclass_error
 from ._jax_compat import every_program_stored, top_level
 
+_LEVEL = "xla_backend_optimization_level"  # LLVM's: 1 for every program, 0 where with_fast_codegen asks
 _CPU_OPTIONS = {
     "xla_cpu_use_fusion_emitters": False,
-    "xla_backend_optimization_level": 1,
+    _LEVEL: 1,
     "xla_cpu_copy_insertion_use_region_analysis": True,
 }
 
@@ -173,9 +174,6 @@ def with_fast_codegen(options: dict) -> dict:
     """``options`` (:func:`compiler_options`) with LLVM optimisation level 0 where they set a level (the CPU):
     for a program whose compile time dominates its calls (``gpc.fit``'s host loop, module docstring)."""
     return {**options, _LEVEL: 0} if _LEVEL in options else options
-
-
-_LEVEL = "xla_backend_optimization_level"
 
 
 def filter_jit(fun=None, /, *, compiler_options: dict | None = None):
