@@ -5,11 +5,15 @@ products that XLA runs, and LAPACK only on diagonal blocks of at most ``LEAF`` r
                                       (L^-1)_21 = -L22^-1 L21 L11^-1
 
 (the block Cholesky factorisation and the inverse of a block triangular matrix, Golub & Van Loan, Matrix
-Computations, 4th ed., sec. 4.2.9), applied to each diagonal block in turn down to ``LEAF`` rows.  L21 from the
-product with the explicit L11^-1 takes one step of iterative refinement, L21 += (A21 - L21 L11^T) L11^-T: without
-it the Schur complement inherited the inverse's eps cond(L11) error and the result V = L^-1 satisfied
-V A V^T = I to 1.7e-8 at m = 300, cond(A) = 8e7, against LAPACK's 1.3e-9; with it 1.4e-9
-(``tests/test_inverse_factor.py``).
+Computations, 4th ed., sec. 4.2.9), applied to each diagonal block in turn down to ``LEAF`` rows.
+
+L21 = A21 L11^-T is not the product with the whole L11^-1, whose eps cond(L11) error the Schur complement would
+inherit (V A V^T = I to 1.7e-8 at m = 300, cond(A) = 8e7, against LAPACK's 1.3e-9), but block forward
+substitution through L11's halving (:func:`_solve_lower_transposed`): products with L11's blocks below the
+diagonal, and on diagonal blocks of at most ``SOLVE_BLOCK`` rows the product with their inverse (a diagonal block
+of L11^-1) and one step of iterative refinement, X += (B - X L^T) L^-T (``tests/test_inverse_factor.py``: V A V^T = I
+as closely as LAPACK's).  That is r k^2 flops for the r x k block, where the product with L11^-1 and its
+refinement on the whole block took 6 r k^2: the factorisation at m = 500 in 0.87x the time, at m = 1000 0.76x.
 
 Why not LAPACK on the whole matrix: on the CPU jaxlib runs a factorisation or a triangular solve through SciPy's
 BLAS (OpenBLAS in SciPy's wheels), which spreads a large call over its own threads, one per core.  After the call
@@ -34,13 +38,13 @@ import jax
 import jax.numpy as jnp
 
 from . import _dense as dense
+from ._triangular_products import lower_times_lower, transposed_lower_times_lower
 from ._types import Array, Float
 
 LEAF = 24  # the most rows of a diagonal block that LAPACK factorises (module docstring)
-# The triangular products of the reverse mode are split in halves down to blocks of PRODUCT_BLOCK to 2 PRODUCT_BLOCK
-# rows: smaller blocks save flops but run XLA's products less efficiently (at m = 500 and 1000, blocks of 64-250
-# rows took 0.5-0.7x the time of the whole products, 128-255 among the fastest).
-PRODUCT_BLOCK = 128
+# The most rows of a diagonal block that the block substitution for L21 applies by its inverse with one step of
+# refinement (module docstring): at m = 300-1000, 48 and 72 were the fastest, 24 and 144 slower, all as accurate.
+SOLVE_BLOCK = 48
 
 
 @jax.custom_vjp
@@ -117,35 +121,11 @@ def cholesky_cotangent(inverse: Float[Array, "m m"], M: Float[Array, "m m"]) -> 
 
         A_bar = sym(V^T Phi(M) V),   M = L^T L_bar,   Phi = the lower triangle with the diagonal halved,
 
-    the two products with their triangular blocks skipped (:func:`_lower_times_lower`, :func:`_upper_times_lower`:
-    at m = 500, 9 of the 16 half-size block products)."""
+    the two products with their triangular blocks skipped (``_triangular_products``: at m = 500, 9 of the 16
+    half-size block products)."""
     phi = jnp.tril(M) - 0.5 * jnp.diag(jnp.diagonal(M))
-    A_bar = _upper_times_lower(inverse, _lower_times_lower(phi, inverse))
+    A_bar = transposed_lower_times_lower(inverse, lower_times_lower(phi, inverse))
     return 0.5 * (A_bar + A_bar.T)
-
-
-def _lower_times_lower(A: Float[Array, "m m"], B: Float[Array, "m m"]) -> Float[Array, "m m"]:
-    """A B for lower triangular A and B (the product is lower triangular) by halving down to blocks of fewer
-    than 2 ``PRODUCT_BLOCK`` rows: the zero blocks above the diagonal are not multiplied, 3/4 of the flops of
-    A @ B at one level of halving (Golub & Van Loan, sec. 1.3: block matrix products)."""
-    m = A.shape[0]
-    if m < 2 * PRODUCT_BLOCK:
-        return A @ B
-    k = m // 2
-    bottom_left = A[k:, :k] @ B[:k, :k] + A[k:, k:] @ B[k:, :k]
-    return _lower(_lower_times_lower(A[:k, :k], B[:k, :k]), bottom_left, _lower_times_lower(A[k:, k:], B[k:, k:]))
-
-
-def _upper_times_lower(V: Float[Array, "m m"], Y: Float[Array, "m m"]) -> Float[Array, "m m"]:
-    """V^T Y for lower triangular V and Y (a full product) by the same halving: the blocks of V^T below and of Y
-    above the diagonal are zero, 5/8 of the flops of V.T @ Y at one level."""
-    m = V.shape[0]
-    if m < 2 * PRODUCT_BLOCK:
-        return V.T @ Y
-    k = m // 2
-    V11, V21, V22, Y11, Y21, Y22 = V[:k, :k], V[k:, :k], V[k:, k:], Y[:k, :k], Y[k:, :k], Y[k:, k:]
-    return jnp.block([[_upper_times_lower(V11, Y11) + V21.T @ Y21, V21.T @ Y22],
-                      [V22.T @ Y21, _upper_times_lower(V22, Y22)]])
 
 
 def cholesky(A: Float[Array, "m m"]) -> Float[Array, "m m"]:
@@ -172,10 +152,23 @@ def _recursive(A):
         return L, _leaf_inverse(L)
     k = _split(m)
     L11, inverse11 = _recursive(A[:k, :k])
-    L21 = A[k:, :k] @ inverse11.T
-    L21 = L21 + (A[k:, :k] - L21 @ L11.T) @ inverse11.T  # one step of refinement (module docstring)
+    L21 = _solve_lower_transposed(A[k:, :k], L11, inverse11)
     L22, inverse22 = _recursive(A[k:, k:] - L21 @ L21.T)
     return _lower(L11, L21, L22), _inverse_of_blocks(inverse11, L21, inverse22)
+
+
+def _solve_lower_transposed(B, L, inverse):
+    """X = B L^-T (X L^T = B) for lower triangular L with inverse = L^-1, by block forward substitution over the
+    halving of L: [X1, X2] with X1 = B1 L11^-T and X2 = (B2 - X1 L21^T) L22^-T, down to diagonal blocks of at most
+    ``SOLVE_BLOCK`` rows, solved by the product with their inverse and one step of refinement (module docstring)."""
+    n = L.shape[0]
+    if n <= SOLVE_BLOCK:
+        X = B @ inverse.T
+        return X + (B - X @ L.T) @ inverse.T
+    k = _split(n)
+    X1 = _solve_lower_transposed(B[:, :k], L[:k, :k], inverse[:k, :k])
+    X2 = _solve_lower_transposed(B[:, k:] - X1 @ L[k:, :k].T, L[k:, k:], inverse[k:, k:])
+    return jnp.concatenate([X1, X2], axis=1)
 
 
 def _leaf_inverse(L):

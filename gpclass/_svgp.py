@@ -49,7 +49,7 @@ from ._exceptions import GPClassError
 from ._inference._posterior import AbstractPosterior
 from ._inverse_factor import cholesky as recursive_cholesky
 from ._inverse_factor import inverse_factor, inverse_factor_solve, triangular_inverse
-from ._svgp_moments import quadratic_form, whitened_form
+from ._svgp_moments import projected_marginals, quadratic_form, whitened_form
 from ._types import Array, Float
 from ._validation import Checks, as_float, check_inputs, class_indices, require_setting
 from .kernels import AbstractKernel
@@ -155,20 +155,23 @@ class SVGP(AbstractPosterior):
         return dense.solve_triangular(L, self.kernel.gram(self.inducing, X), lower=True)
 
     def _training_moments(self, X: Float[Array, "b d"]):
-        """The marginals of q(f_x) as the ELBO takes them.  In float64 and for batches of b >= 2 m cases from P and
-        c (``_svgp_moments``: 4 m^2 b + about 17 m^3 flops per value and gradient, no solve on the batch), otherwise
-        from A (12 m^2 b + about 3.5 m^3, comparable below b = 2 m; in float32 by a triangular solve, backward
-        stable)."""
+        """The marginals of q(f_x) as the ELBO takes them.  In float64 by ``_svgp_moments``' hand-written reverse
+        modes: for batches of b >= 2 m cases from P and c (4 m^2 b + about 17 m^3 flops per value and gradient, no
+        solve on the batch), otherwise from A (at most 12 m^2 b + about 3.5 m^3, comparable below b = 2 m); in
+        float32 from A by a triangular solve (backward stable) and reverse mode."""
         if self.inducing.dtype != jnp.float64:
             return self._marginals(self._projection(X), X)
-        if X.shape[0] < 2 * self.inducing.shape[0]:
-            return self._marginals(self._training_projection(X), X)
         classes = self.q_mu.ndim == 2
         S = jnp.tril(self.q_sqrt) if classes else jnp.tril(self.q_sqrt)[None]
-        P, c = whitened_form(self._jittered_gram(), S, self.q_mu.T if classes else self.q_mu[None])
+        mu = self.q_mu.T if classes else self.q_mu[None]
         K_zx = self.kernel.gram(self.inducing, X)
-        mean = K_zx.T @ c.T
-        var = self.kernel.diag(X)[:, None] + jax.vmap(quadratic_form, in_axes=(0, None), out_axes=1)(P, K_zx)
+        if X.shape[0] < 2 * self.inducing.shape[0]:
+            mean, var = projected_marginals(self._jittered_gram(), K_zx, S, mu)
+            mean, var = mean.T, self.kernel.diag(X)[:, None] + var.T
+        else:
+            P, c = whitened_form(self._jittered_gram(), S, mu)
+            mean = K_zx.T @ c.T
+            var = self.kernel.diag(X)[:, None] + jax.vmap(quadratic_form, in_axes=(0, None), out_axes=1)(P, K_zx)
         return (mean, var) if classes else (mean[:, 0], var[:, 0])
 
     def _training_projection(self, X: Float[Array, "b d"]) -> Float[Array, "m b"]:

@@ -1,7 +1,17 @@
-"""SVGP's marginals for training in float64: q(f_x) from two m x m quantities, with hand-written reverse modes.
+"""SVGP's marginals for training in float64, with hand-written reverse modes, in two forms.
 
 In the whitened parametrisation (``_svgp``) q(f_x) = N(A^T mu, k(x, x) - A^T A + A^T S S^T A), A = L^-1 K_zx.
-Written with P = L^-T (S S^T - I) L^-1 and c = L^-T mu (both m x m or m, independent of the batch):
+
+**The A form** (:func:`projected_marginals`, batches of b < 2 m): A by the explicit V = L^-1 (``_inverse_factor``),
+B_c = S_c^T A, mean_c = A^T mu_c, var_c = k(x, x) - |a_i|^2 + |b_c,i|^2; six m x m x b products per value and
+gradient (A, B, S B, A B^T, V^T A_bar, A_bar A^T), each with a triangular factor or a result of which only the
+lower triangle is read, so each skips its zero blocks (``_triangular_products``: 3/4 of the flops at one level of
+halving), and none reads an m x m operand transposed (S^T and V^T are formed once: XLA's CPU product of a
+transposed left operand took 1.2x as long).  Written by hand rather than left to reverse mode, which neither skips
+the blocks nor avoids the transposed reads: the ELBO's value and gradient at m = 500, b = 256 in 0.90x the time.
+
+**The P form** (:func:`whitened_form`, :func:`quadratic_form`, b >= 2 m), with P = L^-T (S S^T - I) L^-1 and
+c = L^-T mu (both m x m or m, independent of the batch):
 
     mean_i = k_i^T c,    var_i = k(x_i, x_i) + k_i^T P k_i,    k_i = K_zx[:, i].
 
@@ -23,9 +33,57 @@ for b < 2 m (``SVGP._training_moments``).
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from ._inverse_factor import cholesky_cotangent, inverse_factor
+from ._triangular_products import lower_blocks_of_outer, lower_times, upper_times
 from ._types import Array, Float
+
+
+@jax.custom_vjp
+def projected_marginals(K_zz: Float[Array, "m m"], K_zx: Float[Array, "m b"], S: Float[Array, "C m m"],
+                        mu: Float[Array, "C m"]) -> tuple[Float[Array, "C b"], Float[Array, "C b"]]:
+    """(mean_c, var_c - k(x, x)) = (A^T mu_c, |S_c^T a_i|^2 - |a_i|^2 per column a_i of A = L^-1 K_zx) for each of
+    C latent functions (the softmax's classes; C = 1 for one), L L^T = K_zz (already jittered) shared, S_c lower
+    triangular (its entries above the diagonal zero): the A form of the module docstring."""
+    return _projected_fwd(K_zz, K_zx, S, mu)[0]
+
+
+def _projected_fwd(K_zz, K_zx, S, mu):
+    V = inverse_factor(K_zz)  # L^-1
+    A = lower_times(V, K_zx)
+    B = upper_times(_transposed(S), A)  # B_c = S_c^T A
+    mean = mu @ A
+    var = jnp.sum(B**2, axis=-2) - jnp.sum(A**2, axis=0)
+    return (mean, var), (V, S, mu, A, B)
+
+
+def _projected_bwd(residuals, cotangents):
+    """Reverse mode by the six products of the module docstring.  With G_c = diag(var_bar_c), m_c = mean_bar_c:
+
+        A_bar = sum_c (mu_c m_c^T + 2 S_c B_c G_c) - 2 A sum_c G_c,    S_bar_c = 2 A G_c B_c^T,    mu_bar_c = A m_c,
+        K_zx_bar = V^T A_bar,    L^T L_bar = -A_bar A^T,    K_zz_bar = sym(V^T Phi(L^T L_bar) V)
+
+    (the last: ``_inverse_factor.cholesky_cotangent``, which reads only the lower triangle of L^T L_bar, as the
+    caller's tril reads only that of S_bar)."""
+    V, S, mu, A, B = residuals
+    mean_bar, var_bar = cotangents
+    BG = B * var_bar[:, None, :]  # B_c G_c
+    A_bar = (jnp.sum(2.0 * lower_times(S, BG) + mu[:, :, None] * mean_bar[:, None, :], axis=0)
+             - 2.0 * A * jnp.sum(var_bar, axis=0))
+    S_bar = 2.0 * lower_blocks_of_outer(jnp.broadcast_to(A, BG.shape), BG)
+    mu_bar = mean_bar @ A.T
+    K_zx_bar = upper_times(_transposed(V), A_bar)
+    M = -lower_blocks_of_outer(A_bar, A)  # L^T L_bar
+    return cholesky_cotangent(V, M), K_zx_bar, S_bar, mu_bar
+
+
+projected_marginals.defvjp(_projected_fwd, _projected_bwd)
+
+
+def _transposed(X):
+    """X^T (of the last two axes) formed in memory: the products then read it untransposed (module docstring)."""
+    return lax.optimization_barrier(jnp.swapaxes(X, -1, -2))
 
 
 @jax.custom_vjp

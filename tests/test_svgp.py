@@ -13,6 +13,7 @@ import pytest
 from conftest import central_difference, gram, jit_call, standardised_subset, toy_data
 
 import gpclass as gpc
+from gpclass._triangular_products import PRODUCT_BLOCK
 
 LOGISTIC = gpc.likelihoods.Logistic()
 
@@ -264,6 +265,40 @@ def test_training_moments_and_their_gradients_are_the_whitened_formulas():
 
     g_fast = gpc.filter_jit(jax.grad(lambda m: scalar_classes(m, True)))(classes)
     g_slow = gpc.filter_jit(jax.grad(lambda m: scalar_classes(m, False)))(classes)
+    for a, b in zip(jax.tree.leaves(eqx.filter(g_fast, eqx.is_inexact_array)),
+                    jax.tree.leaves(eqx.filter(g_slow, eqx.is_inexact_array))):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7 * float(np.max(np.abs(b))))
+
+
+@pytest.mark.parametrize("classes", (1, 3))
+def test_the_a_form_by_blocks_is_the_whitened_formulas(classes):
+    """The A form of the ELBO's float64 marginals (``_svgp_moments.projected_marginals``: its own reverse mode,
+    whose products skip triangular zero blocks from m = 2 PRODUCT_BLOCK) at m = 2 PRODUCT_BLOCK + 1 = 257 inducing
+    inputs (halves of 128 and 129 rows; L^-1 by the recursion's block substitution) and a batch of 40 cases (b < 2 m),
+    against the whitened formulas through jaxlib's Cholesky factorisation and triangular solve
+    (:func:`reference_marginals`), with two inducing inputs 1e-3 apart; for one latent function and for a softmax's
+    three.  Values to 1e-9 of the prior variance, gradients in every parameter to 1e-7 relative."""
+    X, _ = toy_data(n=300, d=4, seed=9)
+    num_inducing = 2 * PRODUCT_BLOCK + 1
+    rng = np.random.default_rng(classes)
+    shape = (num_inducing, num_inducing) if classes == 1 else (classes, num_inducing, num_inducing)
+    q_sqrt = np.tril(0.3 * rng.normal(size=shape)) + 0.8 * np.eye(num_inducing)
+    q_mu = rng.normal(size=(num_inducing,) if classes == 1 else (num_inducing, classes))
+    likelihood = LOGISTIC if classes == 1 else gpc.likelihoods.Softmax(classes)
+    Z = X[:num_inducing] + 0.1 * rng.normal(size=(num_inducing, 4))
+    Z[1] = Z[0] + 1e-3
+    kernel = gpc.kernels.SquaredExponential(np.float64(1.5), np.float64(0.9))
+    model = gpc.SVGP(kernel, likelihood, Z, q_mu, q_sqrt, **({} if classes == 1 else {"estimator": "jensen"}))
+    batch = X[num_inducing:num_inducing + 40]
+
+    def scalar(m, which):
+        mean, var = m._training_moments(batch) if which else reference_marginals(m, batch)
+        return jnp.sum(jnp.sin(mean)) + jnp.sum(jnp.cos(var)), (mean, var)
+
+    (_, fast), g_fast = gpc.filter_jit(jax.value_and_grad(lambda m: scalar(m, True), has_aux=True))(model)
+    (_, slow), g_slow = gpc.filter_jit(jax.value_and_grad(lambda m: scalar(m, False), has_aux=True))(model)
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * float(model.kernel.variance))
     for a, b in zip(jax.tree.leaves(eqx.filter(g_fast, eqx.is_inexact_array)),
                     jax.tree.leaves(eqx.filter(g_slow, eqx.is_inexact_array))):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-7 * float(np.max(np.abs(b))))
