@@ -8,21 +8,21 @@ gradient (A, B, S B, A B^T, V^T A_bar, A_bar A^T), each with a triangular factor
 lower triangle is read, so each skips its zero blocks (``_triangular_products``: 3/4 of the flops at one level of
 halving), and none reads an m x m operand transposed (S^T and V^T are formed once: XLA's CPU product of a
 transposed left operand took 1.2x as long).  Written by hand rather than left to reverse mode, which neither skips
-the blocks nor avoids the transposed reads: the ELBO's value and gradient at m = 500, b = 256 in 0.90x the time.
+the blocks nor avoids the transposed reads: the ELBO's value and gradient at m = 500, b = 256 in 0.92x the time.
 
 **The P form** (:func:`whitened_form`, :func:`quadratic_form`, b >= 2 m), with P = L^-T (S S^T - I) L^-1 and
 c = L^-T mu (both m x m or m, independent of the batch):
 
     mean_i = k_i^T c,    var_i = k(x_i, x_i) + k_i^T P k_i,    k_i = K_zx[:, i].
 
-A minibatch of b cases then costs one product P K_zx (2 m^2 b flops) and its reverse mode one more (K_zx G K_zx^T,
-G the diagonal of the cotangent of var): 4 m^2 b, against 12 m^2 b for A (L^-1 K_zx, S^T A and their reverse
-modes).  P and c cost O(m^3) once per step, all of it matrix products with V = L^-1 (``_inverse_factor``, which
-calls LAPACK only on diagonal blocks of at most 24 rows: no multi-threaded OpenBLAS call beside XLA's products):
-S S^T and V^T (S S^T - I) V forward, V Q V^T, R S, (S S^T - I) R and V^T Phi V backward (by blocks that skip its
-zero triangles), about 17 m^3 flops with the factorisation (the C classes of the softmax share V). Triangular
-solves with LAPACK would take about 12 m^3, but measured slower (``benchmarks/README.md``, ``before_after.py``,
-SVGP workloads: OpenBLAS's threads took the cores from the products around them).
+A minibatch of b cases then costs one product P K_zx (2 m^2 b flops) and its reverse mode one more (K_zx G K_zx^T, G
+the diagonal of the cotangent of var): 4 m^2 b, against 12 m^2 b for the A form (9 m^2 b from m = 256, its zero
+blocks skipped).  P and c cost O(m^3) once per step, all of it matrix products with V = L^-1 (``_inverse_factor``,
+which calls LAPACK only on diagonal blocks of at most 24 rows: no multi-threaded OpenBLAS call beside XLA's
+products): S S^T and V^T (S S^T - I) V forward, V Q V^T, R S, (S S^T - I) R and V^T Phi V backward (by blocks that
+skip its zero triangles), about 17 m^3 flops with the factorisation (the C classes of the softmax share V).
+Triangular solves with LAPACK would take about 12 m^3, but measured slower (``benchmarks/README.md``,
+``before_after.py``, SVGP workloads: OpenBLAS's threads took the cores from the products around them).
 
 The price is rounding: k^T P k is formed from P, not from L^-1 k, so its error grows with the condition number of
 K_zz (about eps m / jitter relative to k(x, x): 7e-8 for m = 300, jitter 1e-6 in float64), where A's triangular
