@@ -32,7 +32,7 @@ def se_gram(m, seed, jitter=1e-6, close=False):
 
 
 # Sizes: one leaf, the largest leaf, one split (a leaf of one row), uneven splits, three levels (131 = 24 + 24 + 24 +
-# 48 + 11).
+# 48 + 11), and 300, whose top L21 (132 x 168) takes two levels of block substitution.
 SIZES = (1, 5, _inverse_factor.LEAF, _inverse_factor.LEAF + 1, 33, 70, 131, 300)
 
 
