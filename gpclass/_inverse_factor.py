@@ -12,8 +12,9 @@ inherit (V A V^T = I to 1.7e-8 at m = 300, cond(A) = 8e7, against LAPACK's 1.3e-
 substitution through L11's halving (:func:`_solve_lower_transposed`): products with L11's blocks below the
 diagonal, and on diagonal blocks of at most ``SOLVE_BLOCK`` rows the product with their inverse (a diagonal block
 of L11^-1) and one step of iterative refinement, X += (B - X L^T) L^-T (``tests/test_inverse_factor.py``: V A V^T = I
-as closely as LAPACK's).  That is r k^2 flops for the r x k block, where the product with L11^-1 and its
-refinement on the whole block took 6 r k^2: the factorisation at m = 500 in 0.87x the time, at m = 1000 0.76x.
+as closely as LAPACK's).  That is about (1 + 5 SOLVE_BLOCK / k) r k^2 flops for the r x k block (1.4-2.3 r k^2 at
+m = 300-1000), where the product with L11^-1 and its refinement on the whole block took 6 r k^2: the factorisation
+at m = 500 in 0.87x the time, at m = 1000 0.76x.
 
 Why not LAPACK on the whole matrix: on the CPU jaxlib runs a factorisation or a triangular solve through SciPy's
 BLAS (OpenBLAS in SciPy's wheels), which spreads a large call over its own threads, one per core.  After the call
@@ -44,7 +45,7 @@ from ._types import Array, Float
 LEAF = 24  # the most rows of a diagonal block that LAPACK factorises (module docstring)
 # The most rows of a diagonal block that the block substitution for L21 applies by its inverse with one step of
 # refinement (module docstring): at m = 300-1000, 48 and 72 were the fastest, 24 and 144 slower, all as accurate.
-SOLVE_BLOCK = 48
+SOLVE_BLOCK = 48  # at least LEAF: the halving splits at multiples of LEAF, so a smaller block would never end
 
 
 @jax.custom_vjp

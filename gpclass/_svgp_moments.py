@@ -45,7 +45,8 @@ def projected_marginals(K_zz: Float[Array, "m m"], K_zx: Float[Array, "m b"], S:
                         mu: Float[Array, "C m"]) -> tuple[Float[Array, "C b"], Float[Array, "C b"]]:
     """(mean_c, var_c - k(x, x)) = (A^T mu_c, |S_c^T a_i|^2 - |a_i|^2 per column a_i of A = L^-1 K_zx) for each of
     C latent functions (the softmax's classes; C = 1 for one), L L^T = K_zz (already jittered) shared, S_c lower
-    triangular (its entries above the diagonal zero): the A form of the module docstring."""
+    triangular (its entries above the diagonal must be zero: some are read, some skipped): the A form of the module
+    docstring."""
     return _projected_fwd(K_zz, K_zx, S, mu)[0]
 
 

@@ -31,8 +31,8 @@ def se_gram(m, seed, jitter=1e-6, close=False):
     return K + jitter * np.eye(m)
 
 
-# Sizes: one leaf, the largest leaf, one split (a leaf of one row), uneven splits, three levels (131 = 24 + 24 + 24 +
-# 48 + 11), and 300, whose top L21 (132 x 168) takes two levels of block substitution.
+# Sizes: one leaf, the largest leaf, one split (a leaf of one row), uneven splits, three levels (131 = 5 x 24 + 11),
+# and 300, whose top L21 (132 x 168) takes two levels of block substitution.
 SIZES = (1, 5, _inverse_factor.LEAF, _inverse_factor.LEAF + 1, 33, 70, 131, 300)
 
 
@@ -42,7 +42,8 @@ def test_inverse_factor_is_lapacks(m):
     well-conditioned matrix, and is lower triangular.  For a near-singular one (two points 1e-3 apart, jitter
     1e-6; cond(A) 1e6-8e7), where L^-1 itself is sensitive, V A V^T = I as closely as with LAPACK's triangular
     solve: within 3x its residual (without the refinement on the diagonal blocks of L21's block substitution,
-    7.4x at m = 131 and 7.5x at m = 300; measured 0.7x and 1.2x with it)."""
+    7.4x at m = 131 and 7.5x at m = 300; measured 0.7x and 1.2x with it; over 180 near-singular matrices of
+    m = 97-640 a review measured median 1.0x, 90th percentile 1.37x, worst 4.0x at m = 288)."""
     A = se_gram(m, seed=m, jitter=0.1)
     inverse = np.asarray(jax.jit(inverse_factor)(A))
     want = np.linalg.inv(np.linalg.cholesky(A))
