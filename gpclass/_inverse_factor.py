@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _dense as dense
-from ._triangular_products import lower_times_lower, transposed_lower_times_lower
+from ._triangular_products import block_lower, lower_times_lower, transposed_lower_times_lower
 from ._types import Array, Float
 
 LEAF = 24  # the most rows of a diagonal block that LAPACK factorises (module docstring)
@@ -155,7 +155,7 @@ def _recursive(A):
     L11, inverse11 = _recursive(A[:k, :k])
     L21 = _solve_lower_transposed(A[k:, :k], L11, inverse11)
     L22, inverse22 = _recursive(A[k:, k:] - L21 @ L21.T)
-    return _lower(L11, L21, L22), _inverse_of_blocks(inverse11, L21, inverse22)
+    return block_lower(L11, L21, L22), _inverse_of_blocks(inverse11, L21, inverse22)
 
 
 def _solve_lower_transposed(B, L, inverse):
@@ -179,13 +179,7 @@ def _leaf_inverse(L):
 
 def _inverse_of_blocks(inverse11, L21, inverse22):
     """[[L11, 0], [L21, L22]]^-1 from the diagonal blocks' inverses: (L^-1)_21 = -L22^-1 L21 L11^-1."""
-    return _lower(inverse11, -(inverse22 @ (L21 @ inverse11)), inverse22)
-
-
-def _lower(top_left, bottom_left, bottom_right):
-    """The block lower triangular matrix [[top_left, 0], [bottom_left, bottom_right]]."""
-    zeros = jnp.zeros((top_left.shape[0], bottom_right.shape[1]), top_left.dtype)
-    return jnp.block([[top_left, zeros], [bottom_left, bottom_right]])
+    return block_lower(inverse11, -(inverse22 @ (L21 @ inverse11)), inverse22)
 
 
 def _split(m: int) -> int:

@@ -23,6 +23,13 @@ def _halves(m: int) -> int | None:
     return None if m < 2 * PRODUCT_BLOCK else m // 2
 
 
+def block_lower(top_left, bottom_left, bottom_right):
+    """The block lower triangular matrix [[top_left, 0], [bottom_left, bottom_right]] (over the last two axes)."""
+    zeros = jnp.zeros(top_left.shape[:-1] + bottom_right.shape[-1:], top_left.dtype)
+    return jnp.concatenate([jnp.concatenate([top_left, zeros], axis=-1),
+                            jnp.concatenate([bottom_left, bottom_right], axis=-1)], axis=-2)
+
+
 def lower_times(L: Float[Array, "*c m m"], X: Float[Array, "*c m k"]) -> Float[Array, "*c m k"]:
     """L X for lower triangular L: [L11 X1; L21 X1 + L22 X2], the block above the diagonal skipped (3/4 of the
     flops at one level)."""
@@ -53,9 +60,7 @@ def lower_blocks_of_outer(X: Float[Array, "*c m k"], Y: Float[Array, "*c m k"]) 
     top_left = lower_blocks_of_outer(X[..., :k, :], Y[..., :k, :])
     bottom_left = X[..., k:, :] @ jnp.swapaxes(Y[..., :k, :], -1, -2)
     bottom_right = lower_blocks_of_outer(X[..., k:, :], Y[..., k:, :])
-    zeros = jnp.zeros(top_left.shape[:-1] + bottom_right.shape[-1:], top_left.dtype)
-    return jnp.concatenate([jnp.concatenate([top_left, zeros], axis=-1),
-                            jnp.concatenate([bottom_left, bottom_right], axis=-1)], axis=-2)
+    return block_lower(top_left, bottom_left, bottom_right)
 
 
 def lower_times_lower(A: Float[Array, "m m"], B: Float[Array, "m m"]) -> Float[Array, "m m"]:
@@ -65,9 +70,7 @@ def lower_times_lower(A: Float[Array, "m m"], B: Float[Array, "m m"]) -> Float[A
     if k is None:
         return A @ B
     bottom_left = A[k:, :k] @ B[:k, :k] + A[k:, k:] @ B[k:, :k]
-    top_left, bottom_right = lower_times_lower(A[:k, :k], B[:k, :k]), lower_times_lower(A[k:, k:], B[k:, k:])
-    zeros = jnp.zeros((k, A.shape[0] - k), A.dtype)
-    return jnp.block([[top_left, zeros], [bottom_left, bottom_right]])
+    return block_lower(lower_times_lower(A[:k, :k], B[:k, :k]), bottom_left, lower_times_lower(A[k:, k:], B[k:, k:]))
 
 
 def transposed_lower_times_lower(V: Float[Array, "m m"], Y: Float[Array, "m m"]) -> Float[Array, "m m"]:
